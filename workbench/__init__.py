@@ -1,0 +1,1 @@
+"""workbench: Harbor datasets, harnesses, sandboxes, rollouts, storage, CLI and UI."""

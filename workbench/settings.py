@@ -1,0 +1,23 @@
+"""The one settings model of the workbench (env vars WORKBENCH_*). Nothing else reads the env."""
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WORKBENCH_", extra="ignore")
+
+    home: Path = Field(
+        default=Path.home() / ".workbench",
+        description="Where rollouts, documents, the SQLite index and Harbor's jobs/ live.",
+    )
+    host: str = "127.0.0.1"
+    port: int = 7860
+    public_url: str | None = Field(
+        default=None, description="Proxy base URL given to harnesses; overrides the derived one."
+    )
+    admin_key: str | None = Field(default=None, description="Guards the capture control plane.")
+    max_tokens_ceiling: int = 8192
+    max_body_bytes: int = 64 * 1024 * 1024
