@@ -1,17 +1,18 @@
 # Two commands do all set-up: `make run` and `make test`.
-# The Makefile finds a Python >= 3.12 by itself: PATH first, then pyenv's versions.
+# The Makefile finds a Python >= 3.12 by itself (3.12 preferred): PATH first, then pyenv's
+# versions (the pyenv shim of an inactive version fails its check and is skipped).
 SHELL := /bin/bash
 VENV := .venv
 VPY := $(VENV)/bin/python
 PORT ?= 7860
 
 define FIND_PYTHON
-for c in python3.14 python3.13 python3.12 python3 python; do \
+for c in python3.12 python3.13 python3.14 python3 python; do \
   p=$$(command -v $$c 2>/dev/null) || continue; \
   "$$p" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo "$$p"; exit 0; }; \
 done; \
 root=$$(pyenv root 2>/dev/null || echo "$$HOME/.pyenv"); \
-for p in $$(ls -d "$$root"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
+for p in $$(ls -d "$$root"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -V); do \
   "$$p" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo "$$p"; exit 0; }; \
 done; \
 exit 1
