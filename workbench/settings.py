@@ -21,3 +21,7 @@ class Settings(BaseSettings):
     admin_key: str | None = Field(default=None, description="Guards the capture control plane.")
     max_tokens_ceiling: int = 8192
     max_body_bytes: int = 64 * 1024 * 1024
+    max_rollouts: int = Field(default=4, ge=1, description="Rollouts running at once.")
+    max_sandbox_creates: int = Field(
+        default=2, ge=1, description="Sandboxes booting at once (providers rate-limit creates)."
+    )
