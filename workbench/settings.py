@@ -25,3 +25,16 @@ class Settings(BaseSettings):
     max_sandbox_creates: int = Field(
         default=2, ge=1, description="Sandboxes booting at once (providers rate-limit creates)."
     )
+    # UI / app (engineer G).
+    engine_url: str | None = Field(
+        default=None, description="Engine the UI offers first; None = the embedded engine."
+    )
+    datasets: list[str] = Field(
+        default_factory=lambda: ["demo"], description="Dataset specs the UI offers (JSON list)."
+    )
+    space_host: str | None = Field(
+        default=None, validation_alias="SPACE_HOST", description="Set by Hugging Face Spaces."
+    )
+    space_id: str | None = Field(
+        default=None, validation_alias="SPACE_ID", description="owner/name, set by Spaces."
+    )
