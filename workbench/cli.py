@@ -4,6 +4,8 @@ Each command lives in this file as one small function that delegates to the modu
 work, so `workbench --help` is the whole surface in one place.
 """
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(
@@ -23,6 +25,61 @@ def engine(
     from workbench.engine.__main__ import main as engine_main
 
     engine_main(["--host", host, "--port", str(port)])
+
+
+@app.command()
+def rollout(
+    engine: str = typer.Option(
+        ..., help="Engine URL (vLLM-compatible) or 'embedded' for the reference engine."
+    ),
+    dataset: str = typer.Option(..., help="Dataset spec, e.g. 'demo' or a task directory."),
+    task: str | None = typer.Option(None, help="Task name."),
+    task_index: int | None = typer.Option(None, help="Task index in the dataset."),
+    n: int = typer.Option(1, "-n", help="Number of rollouts."),
+    harness: str = typer.Option(..., help="Harbor agent name (terminus-2) or module:Class."),
+    sandbox: str = typer.Option(..., help="Sandbox name, e.g. local (see `workbench info`)."),
+    model: str | None = typer.Option(None, help="Model name given to the harness."),
+    reward_key: str | None = typer.Option(None, help="Scalar key of a multi-key reward."),
+    timeout: float | None = typer.Option(None, help="Hard deadline per rollout (s)."),
+    concurrency: int = typer.Option(4, help="Rollouts at once."),
+    out: Path | None = typer.Option(None, help="Also copy the documents into this directory."),
+    dialect: str | None = typer.Option(None, help="chat | responses | anthropic | google."),
+) -> None:
+    """Run N rollouts of one task and write one rollout document each (no server needed)."""
+    from workbench.rollout_cli import rollout_command
+
+    raise typer.Exit(
+        rollout_command(
+            engine=engine,
+            dataset=dataset,
+            task=task,
+            task_index=task_index,
+            n=n,
+            harness=harness,
+            sandbox=sandbox,
+            model=model,
+            reward_key=reward_key,
+            timeout=timeout,
+            concurrency=concurrency,
+            out=out,
+            dialect=dialect,
+        )
+    )
+
+
+@app.command()
+def golden(
+    dataset: str = typer.Option(..., help="Dataset spec, e.g. 'demo'."),
+    sandbox: str = typer.Option("local", help="Sandbox name."),
+    timeout: float | None = typer.Option(None, help="Hard deadline per task (s)."),
+    concurrency: int = typer.Option(2, help="Tasks at once."),
+) -> None:
+    """Run the oracle over every task: the infrastructure baseline before any training."""
+    from workbench.rollout_cli import golden_command
+
+    raise typer.Exit(
+        golden_command(dataset=dataset, sandbox=sandbox, timeout=timeout, concurrency=concurrency)
+    )
 
 
 def main() -> None:
