@@ -1,0 +1,391 @@
+"""Google generateContent: gemini-cli, the google-genai SDKs, opencode's `google` provider.
+
+WIRE.md §6.4. Paths `/{v1,v1beta,v1alpha}/models/{model}:{action}` (actions matched in any case),
+fields read in camelCase and snake_case, written in camelCase. Every `functionCall` returned
+carries an id, and function responses without one are paired with the open calls by order and
+name. The stream is plain `data:` frames with no `[DONE]`: the SDK ends at connection close.
+"""
+
+import base64
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from capture import sse
+from capture.dialects.answer import (
+    Answer,
+    ReplayMemory,
+    assistant_message,
+    dump_arguments,
+    sign,
+    suffix,
+)
+from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
+from capture.dialects.inputs import bearer, count_tokens, header, placeholder
+
+PATH = re.compile(
+    r"^(?:/(?P<version>v1|v1beta|v1alpha))?/models(?:/(?P<model>[^/:]+)(?::(?P<action>[^/:]+))?)?$",
+    re.IGNORECASE,
+)
+TURN_ACTIONS = {"generatecontent": False, "streamgeneratecontent": True}
+
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+FINISH_REASONS = {
+    "stop": "STOP",
+    "tool_calls": "STOP",  # Gemini has no tool-call reason
+    "length": "MAX_TOKENS",
+    "content_filter": "SAFETY",
+}
+
+FUNCTION_MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
+
+
+def get(obj: Any, camel: str) -> Any:
+    """A field in either spelling (`systemInstruction` / `system_instruction`)."""
+    if not isinstance(obj, dict):
+        return None
+    if camel in obj:
+        return obj[camel]
+    return obj.get(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel))
+
+
+def thought_signature(text: str) -> str:
+    # The SDK holds signatures as bytes, so they must be base64 (a `cap1:` prefix is not).
+    return base64.urlsafe_b64encode(sign(text).encode()).decode()
+
+
+class GoogleDialect:
+    name = "google"
+
+    def __init__(self, memory: ReplayMemory | None = None) -> None:
+        self.memory = memory or ReplayMemory()
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def match(self, method: str, path: str) -> Route | None:
+        found = PATH.match(path.rstrip("/"))
+        if found is None:
+            return None
+        model, action = found["model"], (found["action"] or "").lower()
+        method = method.upper()
+        if method == "POST" and action in TURN_ACTIONS:
+            return Route("google", "turn", "generate", stream=TURN_ACTIONS[action], model=model)
+        if method == "POST" and action == "counttokens":
+            return Route("google", "aux", "count_tokens", model=model)
+        if method == "GET" and not action:
+            return Route("google", "aux", "model" if model else "models", model=model)
+        if found["version"] and action:
+            return Route("google", "aux", "unsupported", model=f"{model}:{found['action']}")
+        return None
+
+    def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+        # gemini-cli in gateway mode sends `x-goog-api-key: ""`: an empty key is no key.
+        return header(headers, "x-goog-api-key") or (query.get("key") or None) or bearer(headers)
+
+    # -- request ---------------------------------------------------------------------------
+
+    def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
+        chat = self._chat(body)
+        config = get(body, "generationConfig") or {}
+        if (get(config, "candidateCount") or 1) > 1:
+            raise DialectError("candidateCount > 1 is not supported: ask for one candidate.")
+        for source, target in (
+            ("maxOutputTokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("topP", "top_p"),
+            ("topK", "top_k"),
+            ("stopSequences", "stop"),
+            ("presencePenalty", "presence_penalty"),
+            ("frequencyPenalty", "frequency_penalty"),
+            ("seed", "seed"),
+        ):
+            if get(config, source) is not None:
+                chat[target] = get(config, source)
+        response_format = _response_format(config)
+        if response_format:
+            chat["response_format"] = response_format
+        thinking = get(config, "thinkingConfig") or {}
+        if get(thinking, "includeThoughts") is not None or get(thinking, "thinkingBudget") == 0:
+            enable = bool(get(thinking, "includeThoughts")) and get(thinking, "thinkingBudget") != 0
+            chat["chat_template_kwargs"] = {"enable_thinking": enable}
+        return ChatCall(body=chat, stream=bool(route.stream), client_model=route.model)
+
+    def _chat(self, body: Any) -> dict[str, Any]:
+        """Messages, tools and tool_choice: what both a turn and countTokens need."""
+        if not isinstance(body, dict):
+            raise DialectError("The request body must be a JSON object.")
+        contents = get(body, "contents")
+        if isinstance(contents, dict):
+            contents = [contents]
+        if not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents):
+            raise DialectError("`contents` must be a list of Content objects (role, parts).")
+        messages = []
+        system = _texts(_parts(get(body, "systemInstruction")))
+        if system:
+            messages.append({"role": "system", "content": "\n".join(system)})
+        open_calls: list[tuple[str, str]] = []  # (id, name) of calls not answered yet
+        for index, content in enumerate(contents):
+            parts = _parts(content)
+            if content.get("role") == "model":
+                message = self._model_message(parts, index)
+                messages.append(message)
+                open_calls = [
+                    (c["id"], c["function"]["name"]) for c in message.get("tool_calls", [])
+                ]
+            else:
+                messages.extend(_user_messages(parts, index, open_calls))
+        chat: dict[str, Any] = {"messages": messages}
+        tools = [
+            _chat_tool(declaration)
+            for tool in get(body, "tools") or []
+            for declaration in get(tool, "functionDeclarations") or []
+        ]
+        if tools:
+            chat["tools"] = tools
+            choice = _chat_tool_choice(get(get(body, "toolConfig"), "functionCallingConfig"))
+            if choice:
+                chat["tool_choice"] = choice
+        return chat
+
+    def _model_message(self, parts: list[dict[str, Any]], index: int) -> dict[str, Any]:
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for number, part in enumerate(parts):
+            call = get(part, "functionCall")
+            if call is not None:
+                arguments = dump_arguments(call.get("args") or {})
+                calls.append(
+                    {
+                        # Synthesised ids are positional, so every replay gives the same ones.
+                        "id": call.get("id") or f"call_{index}_{number}",
+                        "type": "function",
+                        "function": {"name": call.get("name"), "arguments": arguments},
+                    }
+                )
+            elif isinstance(part.get("text"), str):
+                (thoughts if part.get("thought") else texts).append(part["text"])
+        content = "".join(texts) if texts else None
+        return self.memory.recall(assistant_message(content, "".join(thoughts) or None, calls))
+
+    # -- answer ----------------------------------------------------------------------------
+
+    def render(self, reply: dict[str, Any], call: ChatCall) -> dict[str, Any]:
+        answer = Answer.from_reply(reply)
+        self.memory.remember(answer)
+        parts = [part for group in _part_groups(answer) for part in group]
+        return _chunk(answer, call, parts, final=True)
+
+    def stream(self, reply: dict[str, Any], call: ChatCall) -> Iterator[str]:
+        answer = Answer.from_reply(reply)
+        self.memory.remember(answer)
+        groups = _part_groups(answer)
+        for number, parts in enumerate(groups):
+            yield sse.data(_chunk(answer, call, parts, final=number == len(groups) - 1))
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        name = STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+        return {"error": {"code": status, "message": message, "status": name}}
+
+    def stream_error(self, status: int, message: str, kind: str, call: ChatCall) -> str:
+        # The SDK raises on a chunk that starts with `{"error":` (GENAI-PY request_streamed).
+        return sse.data(self.error_body(status, message, kind))
+
+    # -- aux -------------------------------------------------------------------------------
+
+    async def answer_aux(
+        self, route: Route, body: dict[str, Any] | None, engine: AuxEngine
+    ) -> AuxAnswer:
+        if route.action == "count_tokens":
+            request = get(body, "generateContentRequest") or body
+            return AuxAnswer(200, {"totalTokens": await count_tokens(self._chat(request), engine)})
+        if route.action == "models":
+            return AuxAnswer(200, {"models": [_model_info(engine.served_model)]})
+        if route.action == "model":
+            return AuxAnswer(200, _model_info(route.model or engine.served_model))
+        message = (
+            f"`{route.model}` is not served by the capture proxy: use generateContent, "
+            "streamGenerateContent or countTokens."
+        )
+        return AuxAnswer(404, self.error_body(404, message, "not_found"))
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"text": content}]
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+        raise DialectError("Each Content needs a `parts` list of Part objects.")
+    return parts
+
+
+def _texts(parts: list[dict[str, Any]]) -> list[str]:
+    return [part["text"] for part in parts if isinstance(part.get("text"), str)]
+
+
+def _part_text(part: dict[str, Any]) -> str | None:
+    """Text of a user-side part; None for parts with no chat form."""
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    for field in ("inlineData", "fileData"):
+        media = get(part, field)
+        if media is not None:
+            return placeholder("file", get(media, "mimeType") or "")
+    code = get(part, "executableCode") or get(part, "codeExecutionResult")
+    if code is not None:
+        return code.get("code") or code.get("output") or ""
+    return None
+
+
+def _user_messages(
+    parts: list[dict[str, Any]], index: int, open_calls: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Function responses as tool messages first (they answer the model), then the user's text."""
+    messages = []
+    texts = []
+    for number, part in enumerate(parts):
+        result = get(part, "functionResponse")
+        if result is None:
+            text = _part_text(part)
+            if text is not None:
+                texts.append(text)
+            continue
+        call_id = _pair(result, open_calls) or f"call_{index}_{number}"
+        content = json.dumps(result.get("response") or {}, ensure_ascii=False)
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+    if texts:
+        messages.append({"role": "user", "content": "\n".join(texts)})
+    return messages
+
+
+def _pair(result: dict[str, Any], open_calls: list[tuple[str, str]]) -> str | None:
+    """The call a function response answers: its own id, else the first open call by name."""
+    wanted = result.get("id")
+    for position, (call_id, name) in enumerate(open_calls):
+        if call_id == wanted or (not wanted and name == result.get("name")):
+            return open_calls.pop(position)[0]
+    if wanted:
+        return wanted
+    return open_calls.pop(0)[0] if open_calls else None
+
+
+def _lower_types(schema: Any) -> Any:
+    """OpenAPI-style `type: "STRING"` (the SDK's Schema) to JSON Schema's `"string"`."""
+    if isinstance(schema, list):
+        return [_lower_types(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lowered = {key: _lower_types(value) for key, value in schema.items()}
+    if isinstance(lowered.get("type"), str):
+        lowered["type"] = lowered["type"].lower()
+    return lowered
+
+
+def _chat_tool(declaration: dict[str, Any]) -> dict[str, Any]:
+    parameters = get(declaration, "parametersJsonSchema") or get(declaration, "parameters")
+    function = {
+        "name": declaration.get("name"),
+        "parameters": _lower_types(parameters) or {"type": "object", "properties": {}},
+    }
+    if declaration.get("description"):
+        function["description"] = declaration["description"]
+    return {"type": "function", "function": function}
+
+
+def _chat_tool_choice(config: Any) -> Any:
+    mode = str(get(config, "mode") or "").upper()
+    allowed = get(config, "allowedFunctionNames") or []
+    if mode == "ANY" and len(allowed) == 1:
+        return {"type": "function", "function": {"name": allowed[0]}}
+    return FUNCTION_MODES.get(mode)
+
+
+def _response_format(config: dict[str, Any]) -> dict[str, Any] | None:
+    schema = get(config, "responseJsonSchema") or get(config, "responseSchema")
+    if schema:
+        json_schema = {"name": "output", "schema": _lower_types(schema)}
+        return {"type": "json_schema", "json_schema": json_schema}
+    if get(config, "responseMimeType") == "application/json":
+        return {"type": "json_object"}
+    return None
+
+
+# -- answer ----------------------------------------------------------------------------------
+
+
+def _part_groups(answer: Answer) -> list[list[dict[str, Any]]]:
+    """Thought, text and function-call parts, one group per stream chunk; never empty."""
+    groups = []
+    if answer.reasoning:
+        signature = thought_signature(answer.reasoning)
+        groups.append([{"text": answer.reasoning, "thought": True, "thoughtSignature": signature}])
+    if answer.content or not answer.tool_calls:
+        groups.append([{"text": answer.content or ""}])
+    calls = [
+        {"functionCall": {"id": call.id, "name": call.name, "args": call.input}}
+        for call in answer.tool_calls
+    ]
+    if calls:
+        # Gemini 3 clients expect a signature on the first call of a turn (WIRE.md §6.4.4).
+        calls[0]["thoughtSignature"] = thought_signature(answer.reasoning or "")
+        groups.append(calls)
+    return groups
+
+
+def _chunk(
+    answer: Answer, call: ChatCall, parts: list[dict[str, Any]], *, final: bool
+) -> dict[str, Any]:
+    """A GenerateContentResponse; the final one carries finishReason and usageMetadata."""
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate]}
+    if final:
+        candidate["finishReason"] = FINISH_REASONS.get(answer.finish_reason or "stop", "OTHER")
+        chunk["usageMetadata"] = _usage(answer)
+    return chunk | {"modelVersion": call.client_model or "", "responseId": suffix(answer.id)}
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    thoughts = answer.reasoning_tokens or 0
+    usage = {
+        "promptTokenCount": answer.prompt_tokens,
+        "candidatesTokenCount": answer.completion_tokens - thoughts,
+        "totalTokenCount": answer.prompt_tokens + answer.completion_tokens,
+    }
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    if answer.cached_tokens:
+        usage["cachedContentTokenCount"] = answer.cached_tokens
+    return usage
+
+
+def _model_info(model: str) -> dict[str, Any]:
+    name = model.removeprefix("models/")
+    return {
+        "name": f"models/{name}",
+        "baseModelId": name,
+        "version": "capture",
+        "displayName": name,
+        "description": "Served through the capture proxy by the session's engine.",
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    }
