@@ -1,0 +1,83 @@
+"""The failure model of a rollout (DESIGN.md §8): one typed error kind per way a rollout can be
+unusable, and the mapping from Harbor's recorded `exception_info` to those kinds."""
+
+import traceback
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from harbor.models.trial.result import TrialResult
+
+ErrorKind = Literal[
+    "engine_unreachable",
+    "engine_not_trainable",
+    "sandbox_unavailable",
+    "sandbox_failed",
+    "agent_setup_failed",
+    "agent_failed",
+    "timeout",
+    "verifier_failed",
+    "no_model_calls",
+    "capture_invalid",
+    "reward_ambiguous",
+    "cancelled",
+    "internal",
+]
+
+# Harbor exception class names -> our kinds. Anything else is classified by the phase the trial
+# had reached (Harbor records only the class name, `error_policy.py` keys on it the same way).
+EXCEPTION_KINDS: dict[str, ErrorKind] = {
+    "AgentTimeoutError": "timeout",
+    "AgentSetupTimeoutError": "timeout",
+    "EnvironmentStartTimeoutError": "timeout",
+    "VerifierTimeoutError": "timeout",
+    "CancelledError": "cancelled",
+    "RewardFileNotFoundError": "verifier_failed",
+    "RewardFileEmptyError": "verifier_failed",
+    "VerifierOutputParseError": "verifier_failed",
+    "AddTestsDirError": "verifier_failed",
+    "DownloadVerifierDirError": "verifier_failed",
+    "HealthcheckError": "sandbox_failed",
+    "SandboxBuildFailedError": "sandbox_failed",
+    "SandboxLikelyOutOfMemoryError": "sandbox_failed",
+    "MemoryLimitExceededError": "sandbox_failed",
+    "MissingExtraError": "sandbox_unavailable",
+}
+
+
+class RolloutError(BaseModel):
+    kind: ErrorKind
+    message: str
+
+
+class Failure(Exception):
+    """A typed failure found around the trial (before it, or by our deadline/cancel)."""
+
+    def __init__(self, kind: ErrorKind, message: str):
+        super().__init__(message)
+        self.error = RolloutError(kind=kind, message=message)
+
+
+def trial_error(result: "TrialResult") -> RolloutError | None:
+    """The error Harbor recorded for a trial, typed; None when it recorded none."""
+    info = result.exception_info
+    if info is None:
+        return None
+    message = f"{info.exception_type}: {info.exception_message}".strip()
+    kind = EXCEPTION_KINDS.get(info.exception_type)
+    if kind is None:
+        if result.agent_setup is None:
+            kind = "sandbox_failed"  # the sandbox never got as far as agent setup
+        elif result.agent_execution is None:
+            kind = "agent_setup_failed"
+        elif result.verifier is not None:
+            kind = "verifier_failed"
+        else:
+            kind = "agent_failed"
+    return RolloutError(kind=kind, message=message)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip() or "".join(traceback.format_exception_only(exc)).strip()
+    return f"{type(exc).__name__}: {text}"

@@ -1,0 +1,269 @@
+"""Bodies of `workbench rollout` and `workbench golden` (cli.py holds only their signatures).
+
+No server: the capture proxy is served in-process on a free loopback port, and `--engine
+embedded` starts the reference engine (demo script) in-process too.
+"""
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import cast
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from capture.engines import EngineRef
+from capture.sessions import Session
+from capture.types import DIALECTS, Dialect
+from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
+from workbench.golden import OracleResult, run_oracle
+from workbench.rollout import RolloutRequest, RolloutResult
+from workbench.service import WorkbenchService
+from workbench.settings import Settings
+
+PHASE_STEPS = {"queued": 0, "booting": 1, "agent": 2, "verifying": 3, "done": 4}
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit code 2."""
+
+
+def pick_tasks(dataset: str, task: str | None, task_index: int | None) -> list[TaskInfo]:
+    """The task(s) the command runs: by name, by index, or (golden) all of them."""
+    try:
+        tasks = resolve_dataset(dataset).tasks
+    except DatasetError as exc:
+        raise UsageError(f"dataset {dataset!r}: {exc}") from exc
+    if not tasks:
+        raise UsageError(f"dataset {dataset!r} has no tasks")
+    if task is not None and task_index is not None:
+        raise UsageError("give --task or --task-index, not both")
+    if task is not None:
+        found = [t for t in tasks if task in (t.name, t.name.rsplit("/", 1)[-1], t.path.name)]
+        if not found:
+            names = ", ".join(t.name for t in tasks)
+            raise UsageError(f"no task {task!r} in {dataset!r}; tasks: {names}")
+        return found[:1]
+    if task_index is not None:
+        if not 0 <= task_index < len(tasks):
+            raise UsageError(f"--task-index must be in 0..{len(tasks) - 1} for {dataset!r}")
+        return [tasks[task_index]]
+    return tasks
+
+
+def rollout_command(
+    *,
+    engine: str,
+    dataset: str,
+    task: str | None,
+    task_index: int | None,
+    n: int,
+    harness: str,
+    sandbox: str,
+    model: str | None,
+    reward_key: str | None,
+    timeout: float | None,
+    concurrency: int,
+    out: Path | None,
+    dialect: str | None,
+    console: Console | None = None,
+) -> int:
+    """Run N rollouts of one task; print a summary table and the document paths. Returns the
+    exit code: 0 when every rollout is ok, 1 otherwise, 2 for bad input."""
+    console = console or Console()
+    try:
+        if task is None and task_index is None:
+            raise UsageError("give --task NAME or --task-index I")
+        if dialect is not None and dialect not in DIALECTS:
+            raise UsageError(f"--dialect must be one of {', '.join(DIALECTS)}")
+        if n < 1 or concurrency < 1:
+            raise UsageError("-n and --concurrency must be at least 1")
+        (info,) = pick_tasks(dataset, task, task_index)
+        engine_ref = None if engine == "embedded" else _engine_ref(engine)
+    except UsageError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    settings = Settings()
+    settings.max_rollouts = concurrency
+    service = WorkbenchService(settings)
+    try:
+        if engine_ref is None:
+            engine_ref = service.start_embedded_engine()
+        service.serve_proxy()
+        request = RolloutRequest(
+            dataset=dataset,
+            task=info.name,
+            harness=harness,
+            sandbox=sandbox,
+            engine=engine_ref,
+            model=model,
+            dialect=cast(Dialect | None, dialect),
+            timeout_s=timeout,
+            reward_key=reward_key,
+            job="rollout-" + time.strftime("%Y%m%d-%H%M%S"),
+        )
+        console.print(
+            f"{n} rollout(s) of [bold]{info.name}[/bold] with {harness} in {sandbox} "
+            f"on {engine_ref.public_url} (proxy {service.proxy_url})"
+        )
+        results = asyncio.run(_run_many(service, request, n, console))
+    finally:
+        service.close()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for result in results:
+            if result.document_path:
+                shutil.copy(result.document_path, out / f"{result.id}.json")
+    _print_summary(console, results, out)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _engine_ref(engine: str) -> EngineRef:
+    try:
+        return EngineRef(url=engine)
+    except ValueError as exc:
+        raise UsageError(
+            f"--engine must be an http(s) URL of a vLLM-compatible server or 'embedded': {exc}"
+        ) from exc
+
+
+async def _run_many(
+    service: WorkbenchService, request: RolloutRequest, n: int, console: Console
+) -> list[RolloutResult]:
+    sessions: dict[int, Session] = {}
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]#{task.fields[k]}[/bold]"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[phase]:<9}"),
+        TextColumn("turns {task.fields[turns]:>3}  tokens {task.fields[tokens]:>7}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bars = [
+            progress.add_task("", total=4, k=k, phase="queued", turns=0, tokens=0) for k in range(n)
+        ]
+
+        def watcher(k: int):
+            def on_status(phase: str) -> None:
+                progress.update(bars[k], completed=PHASE_STEPS[phase], phase=phase)
+
+            def on_session(session: Session) -> None:
+                sessions[k] = session
+
+            return on_status, on_session
+
+        async def one(k: int) -> RolloutResult:
+            on_status, on_session = watcher(k)
+            return await service.run(request, on_status, on_session=on_session)
+
+        async def tick() -> None:
+            while True:
+                for k, session in list(sessions.items()):
+                    c = session.counters()
+                    progress.update(
+                        bars[k], turns=c.turns, tokens=c.prompt_tokens + c.completion_tokens
+                    )
+                await asyncio.sleep(0.25)
+
+        ticker = asyncio.create_task(tick())
+        try:
+            results = await asyncio.gather(*(one(k) for k in range(n)))
+        finally:
+            ticker.cancel()
+        for k, result in enumerate(results):
+            progress.update(bars[k], turns=result.turns, tokens=result.tokens)
+    return list(results)
+
+
+def _print_summary(console: Console, results: list[RolloutResult], out: Path | None) -> None:
+    table = Table(title="rollouts")
+    for column in ("#", "id", "ok", "reward", "turns", "tokens", "tier", "atif", "s", "error"):
+        table.add_column(column)
+    for k, r in enumerate(results):
+        table.add_row(
+            str(k),
+            r.id,
+            "[green]ok[/green]" if r.ok else "[red]no[/red]",
+            "None" if r.reward is None else f"{r.reward:g}",
+            str(r.turns),
+            str(r.tokens),
+            r.tier or "-",
+            r.atif.verdict if r.atif else "-",
+            f"{r.seconds:.1f}",
+            f"{r.error.kind}: {r.error.message}" if r.error else "",
+        )
+    console.print(table)
+    for r in results:
+        path = out / f"{r.id}.json" if out is not None else r.document_path
+        console.print(f"document: {path}", soft_wrap=True)
+
+
+def golden_command(
+    *,
+    dataset: str,
+    sandbox: str,
+    timeout: float | None,
+    concurrency: int,
+    console: Console | None = None,
+) -> int:
+    """Run the oracle over every task; exit 0 only when every task scores 1.0."""
+    console = console or Console()
+    try:
+        tasks = pick_tasks(dataset, None, None)
+    except UsageError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    settings = Settings()
+    settings.max_rollouts = concurrency
+    service = WorkbenchService(settings)
+
+    async def all_tasks() -> list[OracleResult]:
+        async def one(info: TaskInfo) -> OracleResult:
+            async with service.rollout_slots:
+                return await run_oracle(
+                    dataset,
+                    info.name,
+                    sandbox,
+                    service.store,
+                    sandbox_slots=service.sandbox_slots,
+                    timeout_s=timeout,
+                )
+
+        with console.status(f"oracle over {len(tasks)} task(s) of {dataset!r} in {sandbox}"):
+            return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+    try:
+        results = asyncio.run(all_tasks())
+    finally:
+        service.close()
+    _print_golden(console, results)
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _print_golden(console: Console, results: list[OracleResult]) -> None:
+    table = Table(title="golden (oracle)")
+    for column in ("task", "result", "reward", "rewards", "s", "error"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(
+            r.task,
+            "[green]pass[/green]" if r.passed else "[red]FAIL[/red]",
+            "None" if r.reward is None else f"{r.reward:g}",
+            json.dumps(r.rewards) if r.rewards is not None else "-",
+            f"{r.seconds:.1f}",
+            f"{r.error.kind}: {r.error.message}" if r.error else "",
+        )
+    console.print(table)
+    for r in results:
+        if not r.passed:
+            console.rule(f"{r.task}: tail of verifier/test-stdout.txt")
+            console.print(r.test_log_tail or "(no test log)", markup=False, highlight=False)
+            if r.trial_dir:
+                console.print(f"trial dir: {r.trial_dir}", soft_wrap=True)
+    passed = sum(r.passed for r in results)
+    console.print(f"{passed}/{len(results)} task(s) pass with the oracle")
