@@ -82,6 +82,53 @@ def golden(
     )
 
 
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Bind address; non-loopback is public."),
+    port: int = typer.Option(7860, help="One port: UI at /, capture proxy at /capture."),
+    engine: str | None = typer.Option(None, help="Engine URL offered first (default: embedded)."),
+    dataset: list[str] | None = typer.Option(None, help="Dataset spec to offer (repeatable)."),
+    admin_key_env: str | None = typer.Option(
+        None,
+        help="Env var holding the admin key; a public bind without one keeps the control "
+        "plane closed.",
+    ),
+) -> None:
+    """Serve the workbench UI and the capture proxy (the same app as `python app.py`)."""
+    from workbench.ui.server import serve as serve_app
+    from workbench.ui.server import serve_settings
+
+    try:
+        settings = serve_settings(
+            host=host, port=port, engine=engine, datasets=dataset or (), admin_key_env=admin_key_env
+        )
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    serve_app(settings)
+
+
+@app.command()
+def push(
+    space: str = typer.Argument(..., help="Space id: owner/name."),
+    secret: list[str] | None = typer.Option(
+        None, help="Env var copied to the Space as a secret (repeatable)."
+    ),
+    private: bool = typer.Option(False, help="Create the Space private."),
+    root: Path = typer.Option(Path("."), help="Repository root (holds the Dockerfile)."),
+) -> None:
+    """Deploy this repository to a Hugging Face Docker Space."""
+    from workbench.push import PushError
+    from workbench.push import push as push_space
+
+    try:
+        result = push_space(space, root=root.resolve(), secrets=secret or (), private=private)
+    except PushError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"deployed {result.repo_id}: {result.url} (secrets: {', '.join(result.secrets)})")
+
+
 def main() -> None:
     app()
 
