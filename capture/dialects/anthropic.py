@@ -20,7 +20,7 @@ from capture.dialects.answer import (
     unsign,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import bearer, count_tokens, header, placeholder
+from capture.dialects.inputs import count_tokens, placeholder, session_key
 
 MESSAGES = ("/v1/messages", "/messages")
 COUNT_TOKENS = ("/v1/messages/count_tokens", "/messages/count_tokens")
@@ -74,7 +74,7 @@ class AnthropicDialect:
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
         # Claude Code's ANTHROPIC_API_KEY and older SDKs send x-api-key; SDK 2.14 and
         # ANTHROPIC_AUTH_TOKEN send a Bearer token (WIRE.md §6.3.1).
-        return header(headers, "x-api-key") or bearer(headers)
+        return session_key(headers, query, "x-api-key", "bearer")
 
     # -- request ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from capture.dialects.answer import (
     suffix,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import bearer, count_tokens, header, placeholder
+from capture.dialects.inputs import count_tokens, placeholder, session_key
 
 PATH = re.compile(
     r"^(?:/(?P<version>v1|v1beta|v1alpha))?/models(?:/(?P<model>[^/:]+)(?::(?P<action>[^/:]+))?)?$",
@@ -93,8 +93,8 @@ class GoogleDialect:
         return None
 
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-        # gemini-cli in gateway mode sends `x-goog-api-key: ""`: an empty key is no key.
-        return header(headers, "x-goog-api-key") or (query.get("key") or None) or bearer(headers)
+        # SDKs and gemini-cli: x-goog-api-key; REST callers: ?key=; gemini-cli bearer mode.
+        return session_key(headers, query, "x-goog-api-key", "?key", "bearer")
 
     # -- request ---------------------------------------------------------------------------
 

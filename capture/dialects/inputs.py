@@ -1,4 +1,4 @@
-"""What the translating dialects do alike to a request: credentials, media, token counts."""
+"""What the translating dialects do alike to a request: session keys, media, token counts."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -9,18 +9,26 @@ from capture.dialects.base import AuxEngine
 TOKENIZE_FIELDS = ("messages", "tools", "chat_template_kwargs")
 
 
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """A header value whatever its case (plain dicts in tests, starlette Headers in the proxy)."""
-    value = headers.get(name) or headers.get(name.lower())
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == name.lower()), None)
-    return value.strip() or None if isinstance(value, str) else None
+def session_key(headers: Mapping[str, str], query: Mapping[str, str], *sources: str) -> str | None:
+    """The session id (WIRE.md §7.3): an explicit `x-session-id` or `?session_id=` first, then the
+    dialect's own credentials in order: `bearer`, a header name, or `?key` (the query parameter).
 
-
-def bearer(headers: Mapping[str, str]) -> str | None:
-    """The token of `Authorization: Bearer <token>`."""
-    scheme, _, token = (header(headers, "authorization") or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    `headers` is case-insensitive in the proxy (Starlette's Headers); plain dicts use lower case.
+    """
+    explicit = headers.get("x-session-id") or query.get("session_id")
+    if explicit:
+        return explicit
+    for source in sources:
+        if source == "bearer":
+            scheme, _, token = headers.get("authorization", "").partition(" ")
+            value = token.strip() if scheme.lower() == "bearer" else None
+        elif source == "?key":
+            value = query.get("key")
+        else:
+            value = headers.get(source)
+        if value and value.strip():  # gemini-cli sends `x-goog-api-key: ""` in gateway mode
+            return value.strip()
+    return None
 
 
 def placeholder(kind: str, detail: str = "") -> str:

@@ -22,7 +22,7 @@ from capture.dialects.answer import (
     unsign,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import bearer, placeholder
+from capture.dialects.inputs import placeholder, session_key
 
 ROUTES = ("/v1/responses", "/responses")
 
@@ -54,7 +54,7 @@ class ResponsesDialect:
         return None
 
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-        return bearer(headers)
+        return session_key(headers, query, "bearer")
 
     # -- request ---------------------------------------------------------------------------
 

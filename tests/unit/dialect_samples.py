@@ -48,6 +48,17 @@ def engine_reply(
     }
 
 
+def engine_message(reply: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message exactly as the engine answered it (what a replay must reproduce)."""
+    message = reply["choices"][0]["message"]
+    out = {"role": "assistant", "content": message["content"]}
+    if message.get("tool_calls"):
+        out["tool_calls"] = message["tool_calls"]
+    if message.get("reasoning") is not None:
+        out["reasoning"] = message["reasoning"]
+    return out
+
+
 def frames(stream: Any) -> list[tuple[str | None, dict[str, Any]]]:
     """(event name, JSON data) of each SSE frame; fails on a frame that is not JSON."""
     out = []

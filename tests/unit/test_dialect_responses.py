@@ -29,8 +29,8 @@ def test_routes_with_and_without_v1_prefix():
 def test_session_key_is_the_bearer_token():
     dialect = ResponsesDialect()
     assert dialect.session_key({"authorization": "Bearer s-123"}, {}) == "s-123"
-    assert dialect.session_key({"Authorization": "bearer s-9"}, {}) == "s-9"
-    assert dialect.session_key({"x-api-key": "s-123"}, {}) is None
+    assert dialect.session_key({"authorization": "bearer s-9"}, {}) == "s-9"
+    assert dialect.session_key({"authorization": "Basic xyz"}, {}) is None
 
 
 def test_string_input_and_instructions():
