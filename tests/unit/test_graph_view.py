@@ -2,6 +2,9 @@
 
 import plotly.graph_objects as go
 
+from capture.document import DocumentMeta, build_document, validate_document
+from capture.graph import RolloutGraph
+from capture.turns import Turn
 from workbench.ui.graph_view import (
     DISCARDED_OPACITY,
     DRIFT_COLOUR,
@@ -31,14 +34,14 @@ def turn(i, parent, *, root, role="agent", discarded=False, prompt=3, completion
 def document():
     # 0 -> 1 -> {2, 3 (discarded retry of 2)}; 4 is an aux root; 5 a drifted root.
     return {
-        "id": "r-1",
+        "ids": {"rollout": "r-1"},
         "turns": [
             turn(0, None, root=0),
             turn(1, 0, root=0, prompt=5),
             turn(2, 1, root=0, prompt=9, completion=4),
             turn(3, 1, root=0, prompt=9, discarded=True),
             turn(4, None, root=4, role="aux", prompt=2, completion=1),
-            turn(5, None, root=5, drift={"of": 2, "first_diff": 7}),
+            turn(5, None, root=5, drift={"turn": 2, "index": 7, "token": 11, "expected": 12}),
         ],
     }
 
@@ -93,7 +96,7 @@ def test_hover_shows_index_dialect_tokens_and_finish_reason():
     for part in ("turn 2", "dialect: chat", "prompt tokens: 9", "completion tokens: 4", "stop"):
         assert part in hover
     drift_hover = agent.hovertext[list(agent.customdata).index(5)]
-    assert "first_diff=7" in drift_hover
+    assert "turn 2 up to token 7" in drift_hover
 
 
 def test_empty_document_draws_an_empty_figure():
@@ -106,3 +109,22 @@ def test_turn_choices_label_each_turn():
     assert [v for _, v in choices] == [0, 1, 2, 3, 4, 5]
     assert choices[3][0] == "turn 3 · agent · 9+2 tok · discarded"
     assert choices[4][0].startswith("turn 4 · aux")
+
+
+def test_a_real_rollout_document_draws_one_node_per_turn():
+    """Built by capture.document from real Turns: a chain, a resample (discards the first try)
+    and an aux root without tools."""
+    graph = RolloutGraph()
+    call = {"has_tools": True, "finish_reason": "tool_calls"}
+    graph.add(Turn([1, 2, 3], [4, 5], [-0.1, -0.2], **call))
+    graph.add(Turn([1, 2, 3, 4, 5, 6], [7], [-0.3], **call))
+    graph.add(Turn([1, 2, 3, 4, 5, 6], [8], [-0.4], **call))
+    graph.add(Turn([9, 9], [10], [-0.5], finish_reason="stop"))
+    doc = build_document(graph, [], DocumentMeta(ids={"rollout": "r-2"}))
+    validate_document(doc)
+    fig = graph_figure(doc)
+    drawn = sorted(n for t in node_traces(fig) for n in t.customdata)
+    assert drawn == [0, 1, 2, 3]
+    by_name = {t.name: list(t.customdata) for t in node_traces(fig)}
+    assert by_name["agent (discarded)"] == [1]
+    assert by_name["aux"] == [3]

@@ -5,6 +5,9 @@ import re
 
 import pytest
 
+from capture.document import DocumentMeta, build_document, validate_document
+from capture.graph import RolloutGraph
+from capture.turns import Turn
 from workbench.ui.tokens_view import (
     MAX_PROMPT_TOKENS,
     probability_colour,
@@ -101,3 +104,20 @@ def test_text_tier_turn_has_no_colours_and_says_why():
 def test_unknown_turn_is_a_clear_error():
     with pytest.raises(KeyError, match="turn 9"):
         token_window(document(), 9)
+
+
+def real_document(*, compact: bool):
+    graph = RolloutGraph()
+    graph.add(Turn([1, 2, 3], [4, 5], [-0.1, -0.2], has_tools=True))
+    graph.add(Turn([1, 2, 3, 4, 5, 6], [7], [-0.3], has_tools=True))
+    doc = build_document(graph, [], DocumentMeta(), compact=compact)
+    validate_document(doc)
+    return doc
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_both_document_forms_show_the_same_window(compact):
+    window = token_window(real_document(compact=compact), 1)
+    assert (window.hidden, window.prompt_ids, window.completion_ids) == (5, [6], [7])
+    out = render_tokens(real_document(compact=compact), 1, TEXTS)
+    assert "5 tokens shared with turn 1" not in out and "5 tokens shared with turn 0" in out

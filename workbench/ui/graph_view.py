@@ -36,7 +36,7 @@ def _summary(turn: Mapping[str, Any]) -> dict[str, Any]:
         "role": turn.get("role", "agent"),
         "discarded": bool(turn.get("discarded")),
         "dialect": turn.get("dialect", "?"),
-        "prompt_tokens": len(turn.get("prompt_token_ids") or ()),
+        "prompt_tokens": turn.get("prompt_len", len(turn.get("prompt_token_ids") or ())),
         "completion_tokens": len(turn.get("completion_token_ids") or ()),
         "finish_reason": turn.get("finish_reason"),
         "drift": turn.get("drift"),
@@ -80,11 +80,12 @@ def hover_text(node: Any, attrs: Mapping[str, Any]) -> str:
     return "<br>".join(lines)
 
 
-def _drift_text(drift: Any) -> str:
-    if isinstance(drift, Mapping):
-        parts = [f"{k}={v}" for k, v in drift.items()]
-        return ", ".join(parts)
-    return str(drift)
+def _drift_text(drift: Mapping[str, Any]) -> str:
+    """`drift` as the document states it: {turn, index, token, expected}."""
+    return (
+        f"shares a prefix with turn {drift.get('turn')} up to token {drift.get('index')} "
+        f"(id {drift.get('token')} where {drift.get('expected')} was expected)"
+    )
 
 
 def _edge_trace(
@@ -188,7 +189,7 @@ def graph_figure(doc: Mapping[str, Any], selected: Any = None) -> go.Figure:
             "dtick": 1,
         },
         yaxis={"visible": False, "scaleanchor": None},
-        uirevision=doc.get("id") or doc.get("rollout_id"),
+        uirevision=(doc.get("ids") or {}).get("rollout"),
     )
     return fig
 

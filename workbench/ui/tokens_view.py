@@ -16,15 +16,12 @@ MAX_PROMPT_TOKENS = 2000  # a root's prompt can be a whole system prompt: show i
 
 @dataclass(frozen=True)
 class TokenWindow:
-    """Which ids of a turn the view shows: prompt[hidden:] and the whole completion."""
+    """Which ids of a turn the view shows: the prompt from `hidden` on, and the completion."""
 
     turn: Mapping[str, Any]
     hidden: int  # leading prompt tokens not shown
     shared_with: Any  # the parent turn id when the hidden part is the parent's sequence
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        return list(self.turn.get("prompt_token_ids") or [])[self.hidden :]
+    prompt_ids: list[int]
 
     @property
     def completion_ids(self) -> list[int]:
@@ -40,19 +37,28 @@ def find_turn(doc: Mapping[str, Any], turn_id: Any) -> Mapping[str, Any] | None:
 
 
 def token_window(doc: Mapping[str, Any], turn_id: Any, *, full_prompt: bool = False) -> TokenWindow:
+    """A child turn shows the prompt after its parent's prompt + completion; a root shows its
+    last MAX_PROMPT_TOKENS. A compact document only has that delta, whatever is asked."""
     turn = find_turn(doc, turn_id)
     if turn is None:
         raise KeyError(f"turn {turn_id} is not in this rollout")
-    prompt_len = len(turn.get("prompt_token_ids") or ())
-    parent = find_turn(doc, turn.get("parent")) if turn.get("parent") is not None else None
+    parent = turn.get("parent")
+    if "prompt_token_ids" not in turn:  # compact form: prompt_delta_token_ids after the parent
+        delta = list(turn.get("prompt_delta_token_ids") or [])
+        hidden = int(turn.get("prompt_len", len(delta))) - len(delta)
+        return TokenWindow(turn, hidden, parent, delta)
+    prompt = list(turn["prompt_token_ids"])
+    parent_turn = find_turn(doc, parent) if parent is not None else None
     if full_prompt:
-        return TokenWindow(turn, 0, None)
-    if parent is not None:
-        shared = len(parent.get("prompt_token_ids") or ()) + len(
-            parent.get("completion_token_ids") or ()
+        hidden, shared_with = 0, None
+    elif parent_turn is not None:
+        shared = len(parent_turn.get("prompt_token_ids") or ()) + len(
+            parent_turn.get("completion_token_ids") or ()
         )
-        return TokenWindow(turn, min(shared, prompt_len), parent["id"])
-    return TokenWindow(turn, max(0, prompt_len - MAX_PROMPT_TOKENS), None)
+        hidden, shared_with = min(shared, len(prompt)), parent
+    else:
+        hidden, shared_with = max(0, len(prompt) - MAX_PROMPT_TOKENS), None
+    return TokenWindow(turn, hidden, shared_with, prompt[hidden:])
 
 
 def probability_colour(logprob: float) -> str:
@@ -120,7 +126,7 @@ def render_tokens(
 
 def _header(window: TokenWindow, logprobs: Any) -> str:
     turn = window.turn
-    prompt_total = len(turn.get("prompt_token_ids") or ())
+    prompt_total = window.hidden + len(window.prompt_ids)
     sampled = len(window.completion_ids)
     bits = [
         f"<b>turn {html.escape(str(turn['id']))}</b>",
