@@ -1,0 +1,89 @@
+"""Trainer-facing records built from a rollout document (either form).
+
+`trace_entries` gives one record per live agent turn in the shape of TRL's loop-owning
+`TraceEntry` (trl/experimental/async_grpo/openenv_harness.py, a `TypedDict(total=False)`):
+
+    {"request":  {"messages": [...], "tools": None},
+     "response": {"choices": [{"index": 0, "finish_reason": ...,
+                               "message": {"role": "assistant", "content": ...,
+                                           "reasoning_content": ..., "tool_calls": [...]}}]},
+     "completion_token_ids": [...],      # the engine's sampled ids
+     "per_token_logps": [...],           # their logprobs (null where the engine gave none)
+     "prompt_token_ids": [...],          # extra key: the engine's exact prompt ids
+     "rollout_id", "turn", "parent", "root", "reward"}   # extra keys: provenance
+
+Tool calls are in OpenAI nested form. `request.tools` is None: the capture keeps whether a
+tool manifest was present, not the manifest itself, so a consumer must use `prompt_token_ids`
+rather than re-render the messages. Turns of every agent root are exported (subagents too);
+aux and discarded turns are not.
+
+`sequence_records` gives one record per sequence: token ids, loss mask and logprobs (null where
+the mask is 0), with the rollout's reward.
+"""
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from capture.document import expand_document
+
+
+def trace_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    turns = expand_document(doc)["turns"]
+    rollout_id = doc.get("ids", {}).get("rollout")
+    out = []
+    for t in turns:
+        if t["discarded"] or t["role"] != "agent":
+            continue
+        message: dict[str, Any] = {"role": "assistant", "content": t["content"]}
+        if t["reasoning"] is not None:
+            message["reasoning_content"] = t["reasoning"]
+        if t["tool_calls"]:
+            message["tool_calls"] = t["tool_calls"]
+        out.append(
+            {
+                "request": {"messages": t["messages"], "tools": None},
+                "response": {
+                    "choices": [
+                        {"index": 0, "finish_reason": t["finish_reason"], "message": message}
+                    ]
+                },
+                "completion_token_ids": t["completion_token_ids"],
+                "per_token_logps": t["logprobs"],
+                "prompt_token_ids": t["prompt_token_ids"],
+                "rollout_id": rollout_id,
+                "turn": t["id"],
+                "parent": t["parent"],
+                "root": t["root"],
+                "reward": doc.get("reward"),
+            }
+        )
+    return out
+
+
+def sequence_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    sequences = expand_document(doc)["sequences"]
+    rollout_id = doc.get("ids", {}).get("rollout")
+    return [
+        {
+            "rollout_id": rollout_id,
+            "leaf": s["leaf"],
+            "node_ids": s["node_ids"],
+            "token_ids": s["token_ids"],
+            "loss_mask": s["loss_mask"],
+            "logprobs": s["logprobs"],
+            "reward": doc.get("reward"),
+        }
+        for s in sequences
+    ]
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> int:
+    """Write one JSON object per line (strict JSON: no NaN); returns the number written."""
+    n = 0
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, allow_nan=False, ensure_ascii=False) + "\n")
+            n += 1
+    return n

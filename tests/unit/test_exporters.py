@@ -1,0 +1,73 @@
+"""Trainer exports: TRL TraceEntry records per agent turn, sequence records, JSONL."""
+
+import json
+
+import pytest
+
+from capture.document import DocumentMeta, build_document
+from capture.exporters import sequence_records, trace_entries, write_jsonl
+from capture.graph import RolloutGraph
+from capture.turns import Turn
+
+SYSTEM = list(range(1000, 1040))
+CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+
+
+def rollout() -> RolloutGraph:
+    g = RolloutGraph()
+    msgs = [{"role": "user", "content": "task"}]
+    g.add(Turn(SYSTEM, [1, 2], [-0.1, -0.2], has_tools=True, messages=msgs, tool_calls=[CALL]))
+    g.add(Turn([*SYSTEM, 1, 2, 3], [4], [-0.3], has_tools=True))  # retried below: discarded
+    g.add(Turn([*SYSTEM, 1, 2, 3], [5], [-0.4], has_tools=True, content="done", reasoning="r"))
+    g.add(Turn([7] * 8, [8], [-0.5], has_tools=True))  # subagent root: agent too
+    g.add(Turn([9] * 8, [10], [-0.6]))  # title call: aux
+    return g
+
+
+@pytest.fixture(params=[False, True], ids=["full", "compact"])
+def doc(request):
+    meta = DocumentMeta(ids={"rollout": "r1"}, reward=1.0)
+    return build_document(rollout(), [], meta, compact=request.param)
+
+
+def test_trace_entries_cover_every_agent_root_and_skip_aux_and_discarded(doc):
+    entries = trace_entries(doc)
+    assert [e["turn"] for e in entries] == [0, 2, 3]
+    assert {e["root"] for e in entries} == {0, 3}
+
+
+def test_trace_entry_has_trl_shape_with_nested_tool_calls(doc):
+    first, second, _ = trace_entries(doc)
+    assert first["request"]["messages"] == [{"role": "user", "content": "task"}]
+    choice = first["response"]["choices"][0]
+    assert choice["message"]["tool_calls"] == [CALL]
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "bash"
+    assert first["completion_token_ids"] == [1, 2]
+    assert first["per_token_logps"] == [pytest.approx(-0.1), pytest.approx(-0.2)]
+    assert first["prompt_token_ids"] == SYSTEM
+    assert second["prompt_token_ids"] == [*SYSTEM, 1, 2, 3]
+    assert second["response"]["choices"][0]["message"]["reasoning_content"] == "r"
+    assert first["reward"] == 1.0 and first["rollout_id"] == "r1"
+
+
+def test_sequence_records_carry_ids_mask_and_logprobs(doc):
+    records = {tuple(r["node_ids"]): r for r in sequence_records(doc)}
+    assert set(records) == {(0, 2), (3,), (4,)}
+    main = records[(0, 2)]
+    assert main["token_ids"] == [*SYSTEM, 1, 2, 3, 5]
+    assert main["loss_mask"] == [0] * 40 + [1, 1, 0, 1]
+    assert main["logprobs"][:40] == [None] * 40 and main["logprobs"][42] is None
+    assert main["logprobs"][43] == pytest.approx(-0.4)
+    assert sum(records[(4,)]["loss_mask"]) == 0  # aux root: never loss
+
+
+def test_write_jsonl_writes_one_strict_json_object_per_line(doc, tmp_path):
+    path = tmp_path / "out.jsonl"
+    assert write_jsonl(trace_entries(doc), path) == 3
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["turn"] for line in lines] == [0, 2, 3]
+
+
+def test_write_jsonl_refuses_nan(tmp_path):
+    with pytest.raises(ValueError):
+        write_jsonl([{"x": float("nan")}], tmp_path / "bad.jsonl")
