@@ -20,11 +20,22 @@ app = typer.Typer(
 def engine(
     port: int = typer.Option(8001, help="Port to serve the reference engine on."),
     host: str = typer.Option("127.0.0.1"),
+    served_model_name: str = typer.Option("workbench-ref"),
+    logprobs_mode: str = typer.Option("processed_logprobs", help="processed_logprobs|raw_logprobs"),
+    script: str | None = typer.Option(None, help="JSON scripted policy (see engine/script.py)."),
+    seed: int = typer.Option(0, help="Seed for requests that carry no `seed`."),
+    return_tokens_as_token_ids: bool = typer.Option(False, "--return-tokens-as-token-ids"),
+    no_token_ids: bool = typer.Option(False, "--no-token-ids", help="Ignore return_token_ids."),
 ) -> None:
     """Run the CPU reference engine (vLLM wire format); same as `python -m workbench.engine`."""
     from workbench.engine.__main__ import main as engine_main
 
-    engine_main(["--host", host, "--port", str(port)])
+    argv = ["--host", host, "--port", str(port), "--served-model-name", served_model_name]
+    argv += ["--logprobs-mode", logprobs_mode, "--seed", str(seed)]
+    argv += ["--script", script] if script else []
+    argv += ["--return-tokens-as-token-ids"] if return_tokens_as_token_ids else []
+    argv += ["--no-token-ids"] if no_token_ids else []
+    engine_main(argv)
 
 
 @app.command()
