@@ -377,3 +377,21 @@ def test_module_entry_point_serves_the_openai_sdk(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_logit_bias_min_tokens_and_request_id(client, engine):
+    forced = _chat(
+        client,
+        max_tokens=3,
+        logit_bias={"65": 100},
+        temperature=0.0,
+        extra_body={**IDS, "min_tokens": 3},
+        extra_headers={"X-Request-Id": "abc123"},
+    )
+    assert forced.id == "chatcmpl-abc123"
+    assert forced.choices[0].model_extra["token_ids"] == [65, 65, 65]
+    resp = httpx.post(
+        engine.url + "/v1/chat/completions",
+        json={"messages": MESSAGES, "logit_bias": {"999999": 1}},
+    )
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "logit_bias"

@@ -102,3 +102,20 @@ def test_sampling_frequencies_match_the_processed_distribution():
     counts = np.bincount([sampler.step(LOGITS)[0] for _ in range(4000)], minlength=5)
     assert counts[3:].sum() == 0
     assert counts[:3] / 4000 == pytest.approx(np.array([0.4, 0.3, 0.15]) / 0.85, abs=0.03)
+
+
+def test_min_tokens_masks_stop_ids_then_releases_them():
+    params = SamplingParams(temperature=0.0, min_tokens=2)
+    sampler = Sampler(
+        params, [], len(LOGITS), np.random.default_rng(0), "processed_logprobs", frozenset({0})
+    )
+    first, vector = sampler.step(LOGITS)
+    assert first == 1 and np.isneginf(vector[0])
+    assert sampler.step(LOGITS)[0] == 1
+    assert sampler.step(LOGITS)[0] == 0  # two tokens out: the stop id is allowed again
+
+
+def test_logit_bias_is_added_before_penalties():
+    params = SamplingParams(temperature=0.0, logit_bias=((4, 10.0),))
+    sampler = Sampler(params, [], len(LOGITS), np.random.default_rng(0), "processed_logprobs")
+    assert sampler.step(LOGITS)[0] == 4

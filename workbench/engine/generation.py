@@ -126,12 +126,14 @@ class Engine:
 
     def generate(self, req: GenerationRequest) -> Completion:
         tok = self.tokenizer
+        stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
         sampler = Sampler(
             req.params,
             req.prompt_ids,
             tok.vocab_size,
             self._rng(req.seed),
             self.config.logprobs_mode,
+            stop_ids,
         )
         state, logits = self.model.prefill(req.prompt_ids)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

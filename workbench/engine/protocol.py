@@ -47,9 +47,25 @@ class GenerateBody(_Body):
     prompt_logprobs: int | None = None
     echo: bool | None = False
     logprob_token_ids: list[int] | None = None
+    logit_bias: dict[str, float] | None = None
+    min_tokens: int = 0
 
-    def sampling_params(self) -> SamplingParams:
+    def sampling_params(self, vocab_size: int) -> SamplingParams:
+        bias = []
+        for key, value in (self.logit_bias or {}).items():
+            if not key.lstrip("-").isdigit() or not 0 <= int(key) < vocab_size:
+                raise EngineError(
+                    f"token_id(s) [{key}] in logit_bias contain out-of-vocab token ids.",
+                    param="logit_bias",
+                )
+            bias.append((int(key), min(max(value, -100.0), 100.0)))
+        if self.min_tokens < 0:
+            raise EngineError(
+                f"min_tokens must be >= 0, got {self.min_tokens}.", param="min_tokens"
+            )
         p = SamplingParams(
+            logit_bias=tuple(bias),
+            min_tokens=self.min_tokens,
             temperature=1.0 if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
             top_k=0 if self.top_k is None else self.top_k,

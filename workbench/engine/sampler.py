@@ -1,6 +1,6 @@
 """vLLM's sampler for one sequence (WIRE.md §4.1), returning the logprobs of the chosen mode.
 
-Order: raw log-softmax → penalties (repetition over prompt+output, frequency and presence over
+Order: raw log-softmax → min_tokens (stop ids masked until reached) and logit_bias → penalties (repetition over prompt+output, frequency and presence over
 output) → greedy (T < 1e-5: processed = log_softmax of the penalised logits, nothing else) or
 temperature → min_p → top_k → top_p, masked tokens at -inf and the rest renormalised.
 
@@ -27,6 +27,8 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_tokens: int = 0
 
     @property
     def greedy(self) -> bool:
@@ -70,6 +72,7 @@ class Sampler:
         vocab_size: int,
         rng: np.random.Generator,
         mode: Literal["processed_logprobs", "raw_logprobs"],
+        stop_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.params = params
         self.rng = rng
@@ -77,10 +80,19 @@ class Sampler:
         self.counts = np.zeros(vocab_size, dtype=np.int64)
         self.seen = np.zeros(vocab_size, dtype=bool)
         self.seen[np.asarray(prompt_ids, dtype=np.int64)] = True
+        self.stop_ids = np.asarray(sorted(stop_ids), dtype=np.int64)
+        self.emitted = 0
 
     def _penalised(self, logits: np.ndarray) -> np.ndarray:
         p = self.params
         x = logits
+        if self.emitted < p.min_tokens and len(self.stop_ids):
+            x = x.copy()
+            x[self.stop_ids] = -np.inf
+        if p.logit_bias:
+            x = x.copy()
+            for token, bias in p.logit_bias:
+                x[token] += bias
         if p.repetition_penalty != 1.0:
             scaled = np.where(x > 0, x / p.repetition_penalty, x * p.repetition_penalty)
             x = np.where(self.seen, scaled, x)
@@ -113,5 +125,6 @@ class Sampler:
                 token = forced
         self.counts[token] += 1
         self.seen[token] = True
+        self.emitted += 1
         vector = processed if self.mode == "processed_logprobs" else log_softmax(logits)
         return token, vector

@@ -6,6 +6,7 @@ long prompt is prefilled. Streamed answers are generated first, then sent as vLL
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 
 import anyio
@@ -61,6 +62,12 @@ async def _parse[B: BaseModel](request: Request, model: type[B]) -> B:
         first = exc.errors()[0]
         param = ".".join(str(p) for p in first.get("loc", ())) or None
         raise EngineError(str(exc), param=param) from None
+
+
+def _request_id(request: Request, body: GenerateBody) -> str:
+    """vLLM: the `X-Request-Id` header, else the body's `request_id`, else a random id."""
+    rid = request.headers.get("x-request-id") or (body.model_extra or {}).get("request_id")
+    return str(rid) if rid else uuid.uuid4().hex
 
 
 def create_engine_app(config: EngineConfig) -> FastAPI:
@@ -134,7 +141,7 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
         return GenerationRequest(
             prompt_ids=prompt_ids,
             max_tokens=max_tokens_for(len(prompt_ids), requested),
-            params=body.sampling_params(),
+            params=body.sampling_params(tok.vocab_size),
             seed=body.seed,
             stop=body.stops,
             stop_token_ids=check_ids(body.stop_token_ids or [], "stop_token_ids"),
@@ -150,7 +157,7 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
         body = await _parse(request, ChatBody)
         check_model(body.model)
         body.check(config.max_logprobs)
-        body.sampling_params()
+        body.sampling_params(tok.vocab_size)
         messages = normalize_messages(body.messages)
         top = (body.top_logprobs or 0) if body.logprobs else None
 
@@ -177,6 +184,7 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
             finish = "tool_calls"
         return_ids, as_ids = id_options(body)
         result = ChatResult(
+            id=f"chatcmpl-{_request_id(request, body)}",
             model=body.model or served,
             prompt_ids=prompt_ids,
             completion=completion,
@@ -204,7 +212,7 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
         body = await _parse(request, CompletionBody)
         check_model(body.model)
         body.check(config.max_logprobs)
-        body.sampling_params()
+        body.sampling_params(tok.vocab_size)
         prompt = body.prompt
         if isinstance(prompt, str):
             prompts: list = [prompt]
@@ -225,7 +233,12 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
 
         choices = await anyio.to_thread.run_sync(run)
         return_ids, as_ids = id_options(body)
-        shape = {"return_ids": return_ids, "as_ids": as_ids, "logprobs": body.logprobs}
+        shape = {
+            "id": f"cmpl-{_request_id(request, body)}",
+            "return_ids": return_ids,
+            "as_ids": as_ids,
+            "logprobs": body.logprobs,
+        }
         model = body.model or served
         if not body.stream:
             return JSONResponse(completion_json(tok, model, choices, **shape))

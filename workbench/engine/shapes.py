@@ -240,6 +240,7 @@ def completion_json(
     model: str,
     choices: list[CompletionChoice],
     *,
+    id: str,
     return_ids: bool,
     as_ids: bool,
     logprobs: int | None,
@@ -266,7 +267,7 @@ def completion_json(
     prompt_n = sum(len(ch.prompt_ids) for ch in choices)
     completion_n = sum(len(ch.completion.token_ids) for ch in choices)
     return {
-        "id": f"cmpl-{uuid.uuid4().hex}",
+        "id": id,
         "object": "text_completion",
         "created": int(time.time()),
         "model": model,
@@ -283,6 +284,7 @@ def completion_chunks(
     model: str,
     choices: list[CompletionChoice],
     *,
+    id: str,
     return_ids: bool,
     as_ids: bool,
     logprobs: int | None,
@@ -290,7 +292,7 @@ def completion_chunks(
 ) -> Iterator[dict]:
     """One chunk per token per choice; a choice's first chunk carries its prompt ids."""
     head = {
-        "id": f"cmpl-{uuid.uuid4().hex}",
+        "id": id,
         "object": "text_completion",
         "created": int(time.time()),
         "model": model,
