@@ -71,3 +71,24 @@ def test_engine_emits_canonical_ids_and_im_end(tmp_path):
     ids = engine.scripted_ids(normalize_messages([{"role": "user", "content": "hi"}]))
     assert ids == [*engine.tokenizer.encode(reply), engine.tokenizer.im_end]
     assert engine.policy == "scripted"
+
+
+def test_anywhere_recognises_the_task_on_later_turns():
+    policy = ScriptPolicy.model_validate(
+        {"rules": [{"anywhere": "hello\\.txt", "assistant_turns": 1, "reply": "check"}]}
+    )
+    convo = [("user", "create hello.txt"), ("assistant", "ok"), ("user", "$ ls\n")]
+    assert policy.reply_for(convo) == "check"
+    assert (
+        policy.reply_for([("user", "create bye.txt"), ("assistant", "ok"), ("user", "$")]) is None
+    )
+
+
+def test_the_documented_example_is_a_valid_script():
+    import workbench.engine.script as script
+
+    doc = script.__doc__
+    example = doc[doc.index("{") : doc.index("\n\nRules are tried")]
+    policy = ScriptPolicy.model_validate(json.loads(example))
+    assert [r.name for r in policy.rules][:1] == ["start"]
+    assert policy.reply_for([("user", "Please create hello.txt")]).startswith('{"analysis"')

@@ -11,7 +11,7 @@ from workbench.engine.server import create_engine_app
 
 
 class EngineServer:
-    """uvicorn in a daemon thread, bound to 127.0.0.1 on a free port.
+    """uvicorn in a daemon thread, bound to `host` (127.0.0.1) on `port` (0 = a free one).
 
     with EngineServer(EngineConfig(script=policy)) as eng:
         client = openai.OpenAI(base_url=eng.url + "/v1", api_key="none")
@@ -20,9 +20,12 @@ class EngineServer:
     shuts uvicorn down and joins the thread. Both are idempotent.
     """
 
-    def __init__(self, config: EngineConfig | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, config: EngineConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.config = config or EngineConfig()
         self.host = host
+        self._want_port = port  # 0: any free port
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -39,7 +42,7 @@ class EngineServer:
         app = create_engine_app(self.config)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
+        sock.bind((self.host, self._want_port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)

@@ -9,6 +9,8 @@ A script is a JSON file (or a `ScriptPolicy` built in Python)::
          "reply": "{\\"analysis\\": \\"...\\", \\"commands\\": [...], \\"task_complete\\": false}"},
         {"role": "tool", "match": "No such file",
          "reply": "<tool_call>\\n{\\"name\\": \\"bash\\", \\"arguments\\": {\\"cmd\\": \\"ls\\"}}\\n</tool_call>"},
+        {"name": "verify", "anywhere": "hello\\\\.txt", "assistant_turns": 1,
+         "reply": "{\\"analysis\\": \\"done\\", \\"commands\\": [], \\"task_complete\\": true}"},
         {"match": "task_complete", "reply": "Done."}
       ],
       "default": "I have nothing more to do."
@@ -22,6 +24,8 @@ Rules are tried in order; the first whose conditions all hold gives the reply. C
   ("system", "user", "assistant" or "tool"; `developer` counts as "system"). Without `role`,
   the last message of the conversation, whatever its role. No such message = no match. Content
   parts are joined by newlines, as the template sees them.
+- `anywhere`: a regex searched in the whole conversation (every message's content, joined by
+  newlines), e.g. to recognise the task from its instruction on later turns.
 - `assistant_turns`: the number of assistant messages already in the conversation (0 on the
   first call of a task, 1 on the second, ...).
 - `name`: a label only, for your own reading.
@@ -43,12 +47,14 @@ strings cut it.
 """
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+log = logging.getLogger("workbench.engine.script")
 ScriptRole = Literal["system", "user", "assistant", "tool"]
 
 
@@ -58,10 +64,11 @@ class ScriptRule(BaseModel):
     name: str | None = None
     role: ScriptRole | None = None
     match: str | None = None
+    anywhere: str | None = None
     assistant_turns: int | None = None
     reply: str
 
-    @field_validator("match")
+    @field_validator("match", "anywhere")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
         if pattern is not None:
@@ -76,6 +83,10 @@ class ScriptRule(BaseModel):
         if self.assistant_turns is not None:
             turns = sum(1 for role, _ in conversation if role == "assistant")
             if turns != self.assistant_turns:
+                return False
+        if self.anywhere is not None:
+            transcript = "\n".join(text for _, text in conversation)
+            if re.search(self.anywhere, transcript) is None:
                 return False
         if self.role is None and self.match is None:
             return True
@@ -94,9 +105,11 @@ class ScriptPolicy(BaseModel):
     default: str | None = None
 
     def reply_for(self, conversation: list[tuple[str, str]]) -> str | None:
-        for rule in self.rules:
+        for index, rule in enumerate(self.rules):
             if rule.matches(conversation):
+                log.info("script rule %d (%s) matched", index, rule.name or "unnamed")
                 return rule.reply
+        log.info("no script rule matched: %s", "default reply" if self.default else "sampling")
         return self.default
 
 
