@@ -202,10 +202,11 @@ class RolloutGraph:
         index = len(self._nodes)
         plen = len(prompt)
         hashes = self._prefix_hashes(prompt)
-        superseded = self._identical_prompts(prompt, hashes) if plen else []
-        # A superseded turn that sampled nothing has the new prompt as its full stream; it is
-        # the new turn's sibling, not its parent.
-        parent = self._find_parent(prompt, hashes, set(superseded))
+        same = self._identical_prompts(prompt, hashes) if plen else []
+        superseded = [i for i in same if not self._nodes[i].discarded]
+        # An identical-prompt turn that sampled nothing has the new prompt as its full stream;
+        # it is the new turn's sibling, never its parent.
+        parent = self._find_parent(prompt, hashes, set(same))
         pnode = self._nodes[parent] if parent >= 0 else None
         start = pnode.full_len if pnode else 0
         run = self._store(pnode, parent, prompt[start:], completion, superseded)
@@ -286,13 +287,9 @@ class RolloutGraph:
         return -1
 
     def _identical_prompts(self, prompt: np.ndarray, hashes: np.ndarray) -> list[int]:
-        """Live turns whose prompt equals `prompt` exactly: they are superseded."""
+        """Turns whose prompt equals `prompt` exactly (the live ones are superseded)."""
         bucket = self._prompt_index.get((len(prompt), int(hashes[len(prompt)])), [])
-        return [
-            i
-            for i in bucket
-            if not self._nodes[i].discarded and _matches(self._nodes[i].run, 0, len(prompt), prompt)
-        ]
+        return [i for i in bucket if _matches(self._nodes[i].run, 0, len(prompt), prompt)]
 
     def _index(self, index: int, node: _Node, prompt_hash: int, completion: np.ndarray) -> None:
         if node.prompt_len:
@@ -361,7 +358,9 @@ class RolloutGraph:
             pnode.children.append(index)
         size = self._root_size.get(node.root, 0) + 1
         self._root_size[node.root] = size
-        if self._largest_root < 0 or size > self._root_size[self._largest_root]:
+        # The largest root; a tie goes to the earlier root, whatever the interleaving.
+        top = self._largest_root
+        if top < 0 or (size, -node.root) > (self._root_size[top], -top):
             self._largest_root = node.root
         if has_tools:
             self._tool_roots.add(node.root)
