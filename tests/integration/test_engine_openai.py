@@ -395,3 +395,39 @@ def test_logit_bias_min_tokens_and_request_id(client, engine):
         json={"messages": MESSAGES, "logit_bias": {"999999": 1}},
     )
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "logit_bias"
+
+
+def test_completions_stream_prompt_ids_on_first_chunk(client):
+    kw = {"model": "workbench-ref", "prompt": "ls -la", "max_tokens": 6, "seed": 2, "logprobs": 1}
+    whole = client.completions.create(extra_body={**IDS, "ignore_eos": True}, **kw)
+    chunks = list(
+        client.completions.create(
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={**IDS, "ignore_eos": True},
+            **kw,
+        )
+    )
+    body, usage = chunks[:-1], chunks[-1]
+    assert (
+        body[0].choices[0].model_extra["prompt_token_ids"]
+        == (whole.choices[0].model_extra["prompt_token_ids"])
+    )
+    assert all("prompt_token_ids" not in c.choices[0].model_extra for c in body[1:])
+    ids = [i for c in body for i in c.choices[0].model_extra["token_ids"]]
+    assert ids == whole.choices[0].model_extra["token_ids"]
+    assert "".join(c.choices[0].text for c in body) == whole.choices[0].text
+    assert usage.usage.completion_tokens == 6
+
+
+def test_include_reasoning_false_nulls_ids_and_logprobs_like_vllm(scripted):
+    client = _client(scripted)
+    history = [{"role": "tool", "content": "hello.txt"}]
+    resp = _chat(
+        client, messages=history, logprobs=True, extra_body={**IDS, "include_reasoning": False}
+    )
+    choice = resp.choices[0]
+    assert choice.message.content == "The file is there: hello.txt."
+    assert choice.message.model_extra["reasoning"] is None
+    assert choice.logprobs is None and choice.model_extra["token_ids"] is None
+    assert resp.model_extra["prompt_token_ids"]  # the prompt ids are not suppressed

@@ -44,6 +44,12 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
     }
 
 
+def usage_chunk(head: dict, prompt_tokens: int, completion_tokens: int) -> dict:
+    """The final `choices: []` chunk; vLLM serialises it without nulls."""
+    counts = usage(prompt_tokens, completion_tokens)
+    return {**head, "choices": [], "usage": {k: v for k, v in counts.items() if v is not None}}
+
+
 def _name(tok: EngineTokenizer, token_id: int, as_ids: bool) -> str:
     return f"token_id:{token_id}" if as_ids else tok.token_str(token_id)
 
@@ -218,21 +224,18 @@ def chat_chunks(
             chunk["usage"] = usage(len(r.prompt_ids), i + 1)
         yield chunk
     if include_usage:
-        yield {
-            **head,
-            "choices": [],
-            "usage": {
-                "prompt_tokens": len(r.prompt_ids),
-                "total_tokens": len(r.prompt_ids) + n,
-                "completion_tokens": n,
-            },
-        }
+        yield usage_chunk(head, len(r.prompt_ids), n)
 
 
 @dataclass
 class CompletionChoice:
     prompt_ids: list[int]
     completion: Completion
+
+
+def _totals(choices: list[CompletionChoice]) -> tuple[int, int]:
+    prompt = sum(len(ch.prompt_ids) for ch in choices)
+    return prompt, sum(len(ch.completion.token_ids) for ch in choices)
 
 
 def completion_json(
@@ -264,8 +267,6 @@ def completion_json(
                 "weight_versions": None,
             }
         )
-    prompt_n = sum(len(ch.prompt_ids) for ch in choices)
-    completion_n = sum(len(ch.completion.token_ids) for ch in choices)
     return {
         "id": id,
         "object": "text_completion",
@@ -274,7 +275,7 @@ def completion_json(
         "choices": out,
         "service_tier": None,
         "system_fingerprint": None,
-        "usage": usage(prompt_n, completion_n),
+        "usage": usage(*_totals(choices)),
         "kv_transfer_params": None,
     }
 
@@ -321,14 +322,4 @@ def completion_chunks(
             offset += len(piece)
             yield {**head, "choices": [choice]}
     if include_usage:
-        prompt_n = sum(len(ch.prompt_ids) for ch in choices)
-        completion_n = sum(len(ch.completion.token_ids) for ch in choices)
-        yield {
-            **head,
-            "choices": [],
-            "usage": {
-                "prompt_tokens": prompt_n,
-                "total_tokens": prompt_n + completion_n,
-                "completion_tokens": completion_n,
-            },
-        }
+        yield usage_chunk(head, *_totals(choices))
