@@ -245,8 +245,10 @@ class EnginePool:
             return Probe("text", reason, ref.model, "unknown")
         chosen = chosen or served[0]
         max_len = chosen.get("max_model_len")
-        measured = await self._measure(ref, chosen["id"])
-        return Probe(*measured, chosen["id"], max_len if isinstance(max_len, int) else None)
+        tier, reason, mode = await self._measure(ref, chosen["id"])
+        return Probe(
+            tier, reason, chosen["id"], mode, max_len if isinstance(max_len, int) else None
+        )
 
     async def _measure(self, ref: EngineRef, model: str) -> tuple[Tier, str | None, LogprobsMode]:
         """Ask for ids and logprobs at two temperatures and judge what came back."""

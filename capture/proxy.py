@@ -1,0 +1,467 @@
+"""The capture app: model routes of every dialect, aux routes, and the session control plane.
+
+A model call: the path picks the dialect -> the key picks the session -> the dialect translates the
+body to one chat-completions request -> shaping -> one non-streaming engine call -> the turn is
+ingested into the session's graph -> the answer goes back as JSON, or as synthetic SSE in the
+dialect's own grammar (`: keepalive` comments while the engine works). The turn is committed
+before the terminal event reaches the client.
+
+Retries: the stainless SDKs (openai, anthropic) send `x-stainless-retry-count`. A retried request
+whose body is identical to one already committed in the same session is answered by replaying the
+committed reply: the engine is not called again and no second turn is recorded (the client lost
+the first answer; sampling anew would record a turn the agent never acted on twice). Identical
+bodies without that header are real resamples and become new turns (the graph marks the earlier
+one discarded). A retry that arrives while the original is still in flight is a new sample too.
+"""
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from pydantic import BaseModel
+from starlette.responses import Response, StreamingResponse
+
+from capture import sse
+from capture.dialects import anthropic, google, responses
+from capture.dialects.base import ChatCall, Dialect, DialectError, Route
+from capture.dialects.chat import ChatDialect
+from capture.engines import EngineError, EnginePool, EngineRef
+from capture.sessions import Session, SessionCounters, SessionRegistry
+from capture.settings import CaptureSettings
+from capture.shaping import Shaped, shape_chat_body
+from capture.turns import Turn
+from capture.types import LogprobsMode, Phase, Tier
+
+log = logging.getLogger(__name__)
+
+# Dispatch order: the first dialect whose match() accepts the path serves it.
+DIALECTS: tuple[Dialect, ...] = (
+    ChatDialect(),
+    responses.ResponsesDialect(),
+    anthropic.AnthropicDialect(),
+    google.GoogleDialect(),
+)
+
+RETRY_HEADER = "x-stainless-retry-count"
+NO_SESSION = (
+    "missing or unknown session key: create a session (POST /sessions) and send its session_id "
+    "as the API key"
+)
+
+
+class ProxyError(Exception):
+    """A request the proxy refuses before any engine call (4xx in the dialect's shape)."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+class SessionCreate(BaseModel):
+    engine: EngineRef
+    labels: dict[str, str] | None = None
+
+
+class EngineInfo(BaseModel):
+    url: str
+    model: str
+    logprobs_mode: LogprobsMode
+    max_model_len: int | None
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+    tier: Tier
+    tier_reason: str | None
+    engine: EngineInfo
+
+
+class PhaseUpdate(BaseModel):
+    phase: Phase
+
+
+def create_capture_app(
+    settings: CaptureSettings | None = None,
+    registry: SessionRegistry | None = None,
+    *,
+    dialects: Sequence[Dialect] = DIALECTS,
+) -> FastAPI:
+    """The capture proxy as an ASGI app, standalone or mounted (e.g. at `/capture`).
+
+    settings: limits, timeouts and the admin key (defaults: loopback, no admin key).
+    registry: the sessions to serve; pass the workbench's own to share it in-process. A new
+        registry (with its own engine pool) is made when omitted; it is `app.state.registry`.
+    dialects: the wire dialects served, in dispatch order (default: all of `DIALECTS`).
+    """
+    settings = settings or CaptureSettings()
+    if registry is None:
+        pool = EnginePool(
+            timeout_s=settings.upstream_timeout_s, probe_timeout_s=settings.probe_timeout_s
+        )
+        registry = SessionRegistry(pool, replay_window=settings.replay_window)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await registry.aclose()
+
+    app = FastAPI(
+        title="Harbor Workbench capture proxy", docs_url=None, redoc_url=None, lifespan=lifespan
+    )
+    app.state.settings = settings
+    app.state.registry = registry
+    app.include_router(control_plane(settings, registry, dialects))
+    proxy = Proxy(settings, registry, dialects)
+    app.add_route("/{path:path}", proxy, include_in_schema=False)  # every method
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error("capture control plane failed", exc_info=exc)
+        return json_response(500, {"detail": f"internal error ({type(exc).__name__})"})
+
+    app.add_exception_handler(Exception, internal_error)
+    return app
+
+
+def control_plane(
+    settings: CaptureSettings, registry: SessionRegistry, dialects: Sequence[Dialect]
+) -> APIRouter:
+    def require_admin(request: Request) -> None:
+        if settings.admin_key:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            sent = token.strip() if scheme.lower() == "bearer" else ""
+            sent = request.headers.get("x-admin-key") or sent
+            if not secrets.compare_digest(sent.encode(), settings.admin_key.encode()):
+                raise HTTPException(
+                    401,
+                    "the capture control plane needs the admin key: send it as "
+                    "`Authorization: Bearer <key>` or `x-admin-key: <key>`",
+                )
+        elif settings.public:
+            raise HTTPException(
+                403,
+                "the capture control plane is disabled: this server is public and has no admin "
+                "key. Set one (WORKBENCH_ADMIN_KEY, or CaptureSettings.admin_key) and send it as "
+                "`Authorization: Bearer <key>` or `x-admin-key: <key>`",
+            )
+
+    router = APIRouter()
+    guarded = APIRouter(dependencies=[Depends(require_admin)])
+
+    @router.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "dialects": [d.name for d in dialects]}
+
+    @guarded.post("/sessions", status_code=201)
+    async def create_session(spec: SessionCreate) -> SessionCreated:
+        session = await registry.create(spec.engine, spec.labels)
+        engine = session.engine
+        return SessionCreated(
+            session_id=session.id,
+            tier=engine.tier,
+            tier_reason=engine.tier_reason,
+            engine=EngineInfo(
+                url=engine.ref.public_url,
+                model=engine.served_model,
+                logprobs_mode=engine.logprobs_mode,
+                max_model_len=engine.max_model_len,
+            ),
+        )
+
+    @guarded.get("/sessions")
+    async def list_sessions() -> dict[str, list[SessionCounters]]:
+        return {"sessions": registry.all_counters()}
+
+    @guarded.get("/sessions/{session_id}")
+    async def get_session(session_id: str) -> SessionCounters:
+        return known(session_id).counters()
+
+    @guarded.patch("/sessions/{session_id}")
+    async def update_session(session_id: str, update: PhaseUpdate) -> SessionCounters:
+        session = known(session_id)
+        session.phase = update.phase
+        return session.counters()
+
+    @guarded.get("/sessions/{session_id}/document")
+    async def get_document(session_id: str, compact: bool = False) -> dict[str, Any]:
+        return known(session_id).document(compact=compact)
+
+    @guarded.delete("/sessions/{session_id}", status_code=204)
+    async def delete_session(session_id: str) -> Response:
+        if not registry.delete(session_id):
+            raise HTTPException(404, f"no session {session_id!r}")
+        return Response(status_code=204)
+
+    def known(session_id: str) -> Session:
+        session = registry.get(session_id)
+        if session is None:
+            raise HTTPException(404, f"no session {session_id!r}")
+        return session
+
+    router.include_router(guarded)
+    return router
+
+
+class Proxy:
+    """The ASGI endpoint behind every non-control-plane path."""
+
+    def __init__(
+        self, settings: CaptureSettings, registry: SessionRegistry, dialects: Sequence[Dialect]
+    ):
+        self.settings = settings
+        self.registry = registry
+        self.dialects = dialects
+        self._background: set[asyncio.Task] = set()
+
+    async def __call__(self, scope, receive, send) -> None:
+        request = Request(scope, receive)
+        response = await self.respond(request)
+        await response(scope, receive, send)
+
+    async def respond(self, request: Request) -> Response:
+        method = request.method.upper()
+        path = "/" + request.path_params.get("path", "").lstrip("/")
+        if path == "/" and method in ("GET", "HEAD"):
+            body = {"service": "harbor-workbench capture proxy", "dialects": self.dialect_names}
+            return json_response(200, None if method == "HEAD" else body)
+        for dialect in self.dialects:
+            route = dialect.match(method, path)
+            if route is not None:
+                break
+        else:
+            dialect = self.dialects[0]
+            message = f"no capture route for {method} {path}"
+            return json_response(404, dialect.error_body(404, message, "not_found_error"))
+        session: Session | None = None
+        try:
+            session = self.registry.get(dialect.session_key(request.headers, request.query_params))
+            if session is None:
+                raise ProxyError(401, NO_SESSION, "authentication_error")
+            session.touch()
+            return await self.dispatch(request, dialect, route, path, session)
+        except (ProxyError, DialectError, EngineError) as exc:
+            if session is not None and isinstance(exc, EngineError):
+                session.record_error(exc.message)
+            return json_response(exc.status, dialect.error_body(exc.status, exc.message, exc.kind))
+        except Exception as exc:  # a bug: answer in the dialect's shape, never a traceback
+            return self.internal_error(dialect, session, exc)
+
+    @property
+    def dialect_names(self) -> list[str]:
+        return [d.name for d in self.dialects]
+
+    def internal_error(self, dialect: Dialect, session: Session | None, exc: Exception) -> Response:
+        message = f"internal capture error ({type(exc).__name__}); it has been recorded"
+        log.error("capture proxy failed", exc_info=exc)
+        if session is not None:
+            session.record_error(f"internal: {type(exc).__name__}: {exc}")
+        return json_response(500, dialect.error_body(500, message, "api_error"))
+
+    async def dispatch(
+        self, request: Request, dialect: Dialect, route: Route, path: str, session: Session
+    ) -> Response:
+        raw = await self.read_body(request)
+        if route.kind == "aux":
+            body = parse_json(raw) if raw else None
+            answer = await dialect.answer_aux(route, body, session.engine)
+            content = None if request.method.upper() == "HEAD" else answer.body
+            return json_response(answer.status, content, answer.headers)
+        call = dialect.to_chat(parse_json(raw), route)
+        digest = None
+        if RETRY_HEADER in request.headers:
+            digest = hashlib.blake2b(path.encode() + b"\0" + raw, digest_size=16).hexdigest()
+            replayed = session.replay(digest) if request.headers[RETRY_HEADER] != "0" else None
+            if replayed is not None:
+                return self.answer(dialect, call, replayed)
+        engine = session.engine
+        shaped = shape_chat_body(
+            call.body,
+            tier=engine.tier,
+            served_model=engine.served_model,
+            max_tokens_ceiling=self.settings.max_tokens_ceiling,
+            max_model_len=engine.max_model_len,
+        )
+        work = self.complete(session, dialect, path, call, shaped, digest)
+        if not call.stream:
+            return self.answer(dialect, call, await work)
+        return StreamingResponse(
+            self.stream(session, dialect, call, work),
+            media_type=sse.MEDIA_TYPE,
+            headers=sse.HEADERS,
+        )
+
+    def answer(self, dialect: Dialect, call: ChatCall, reply: dict[str, Any]) -> Response:
+        if call.stream:
+            frames = "".join(dialect.stream(reply, call))
+            return Response(frames, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+        return json_response(200, dialect.render(reply, call))
+
+    async def complete(
+        self,
+        session: Session,
+        dialect: Dialect,
+        path: str,
+        call: ChatCall,
+        shaped: Shaped,
+        digest: str | None,
+    ) -> dict[str, Any]:
+        """The engine call and the ingest of its turn; the reply is returned once committed."""
+        received_at = time.time()
+        start = time.perf_counter()
+        reply = await session.engine.chat(shaped.body)
+        upstream_ms = round((time.perf_counter() - start) * 1000.0, 3)
+        try:
+            turn = turn_from_reply(reply, shaped, session)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise EngineError(
+                502, f"the engine's answer is not a chat completion ({exc})", "bad_gateway"
+            ) from exc
+        turn.dialect = dialect.name
+        turn.route = path
+        turn.client_stream = call.stream
+        turn.timings = {"received_at": received_at, "upstream_ms": upstream_ms}
+        session.ingest(turn, digest=digest, reply=reply)
+        return reply
+
+    async def stream(
+        self, session: Session, dialect: Dialect, call: ChatCall, work
+    ) -> AsyncIterator[str]:
+        # The engine call runs as its own task: a client that hangs up does not cancel it, so a
+        # sampled answer is still committed (the graph tells whether the agent used it).
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=self.settings.keepalive_s)
+            if not done:
+                yield sse.KEEPALIVE
+        try:
+            reply = task.result()
+        except EngineError as exc:
+            session.record_error(exc.message)
+            yield dialect.stream_error(exc.status, exc.message, exc.kind, call)
+            return
+        except Exception as exc:
+            log.error("capture proxy stream failed", exc_info=exc)
+            session.record_error(f"internal: {type(exc).__name__}: {exc}")
+            message = f"internal capture error ({type(exc).__name__}); it has been recorded"
+            yield dialect.stream_error(500, message, "api_error", call)
+            return
+        # One write for the whole answer: the turn is already committed.
+        yield "".join(dialect.stream(reply, call))
+
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise ProxyError(413, too_large(limit), "request_too_large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProxyError(413, too_large(limit), "request_too_large")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def turn_from_reply(reply: dict[str, Any], shaped: Shaped, session: Session) -> Turn:
+    """The Turn of one engine reply (WIRE.md §2.2): ids and logprobs exactly as returned."""
+    choice = reply["choices"][0]
+    message = choice.get("message") or {}
+    entries = (choice.get("logprobs") or {}).get("content")
+    logprobs = None if entries is None else [float(e["logprob"]) for e in entries]
+    usage = reply.get("usage") or {}
+    engine = session.engine
+    return Turn(
+        prompt_ids=reply.get("prompt_token_ids"),
+        completion_ids=choice.get("token_ids"),
+        completion_logprobs=logprobs,
+        finish_reason=choice.get("finish_reason"),
+        stop_reason=choice.get("stop_reason"),
+        messages=shaped.body.get("messages") or [],
+        has_tools=bool(shaped.body.get("tools")),
+        tool_calls=list(message.get("tool_calls") or []),
+        content=message.get("content"),
+        reasoning=message.get("reasoning") or message.get("reasoning_content"),
+        sampling_requested=shaped.sampling_requested,
+        sampling_applied=shaped.sampling_applied,
+        usage={k: v for k, v in usage.items() if isinstance(v, int)},
+        engine=engine.ref.public_url,
+        model=engine.served_model,
+        tier=engine.tier,
+    )
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProxyError(400, f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ProxyError(400, "the request body must be a JSON object")
+    return body
+
+
+def too_large(limit: int) -> str:
+    return f"request body over {limit} bytes: raise CaptureSettings.max_body_bytes to accept it"
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    content = b"" if body is None else sse.dumps(body).encode()
+    return Response(content, status_code=status, media_type="application/json", headers=headers)
+
+
+class CaptureServer:
+    """A capture app served by uvicorn on a daemon thread (tests, benchmarks, embedding).
+
+    `with CaptureServer(create_capture_app(settings)) as server:` then send clients to
+    `server.url + "/v1"`. port=0 picks a free port.
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        self.app, self.host, self.port = app, host, port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> "CaptureServer":
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on")
+        server = self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="capture-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the capture server did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> "CaptureServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
