@@ -431,3 +431,12 @@ def test_include_reasoning_false_nulls_ids_and_logprobs_like_vllm(scripted):
     assert choice.message.model_extra["reasoning"] is None
     assert choice.logprobs is None and choice.model_extra["token_ids"] is None
     assert resp.model_extra["prompt_token_ids"]  # the prompt ids are not suppressed
+
+
+def test_api_key_guards_v1_routes_only():
+    with EngineServer(EngineConfig(api_key="sekrit")) as server:
+        denied = httpx.post(server.url + "/v1/chat/completions", json={"messages": MESSAGES})
+        assert denied.status_code == 401 and denied.json() == {"error": "Unauthorized"}
+        assert httpx.post(server.url + "/tokenize", json={"prompt": "hi"}).status_code == 200
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="sekrit", max_retries=0)
+        assert _chat(client, max_tokens=2).choices[0].finish_reason in ("stop", "length")

@@ -35,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Engin
     )
     p.add_argument("--max-model-len", type=int, default=32768)
     p.add_argument("--max-logprobs", type=int, default=20, help="cap on top_logprobs (-1: no cap)")
+    p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on /v1 routes")
     args = p.parse_args(argv)
     if args.script is not None:
         try:
@@ -52,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Engin
         token_ids=not args.no_token_ids,
         max_model_len=args.max_model_len,
         max_logprobs=args.max_logprobs,
+        api_key=args.api_key,
     )
     return args, config
 

@@ -22,6 +22,7 @@ class EngineConfig(BaseModel):
     token_ids: False behaves like an engine without `return_token_ids` (`--no-token-ids`).
     max_model_len: context length; also reported by `/v1/models` and `/tokenize`.
     max_logprobs: cap on `top_logprobs` like vLLM's `--max-logprobs` (-1 = whole vocabulary).
+    api_key: like vLLM's `--api-key`: `Authorization: Bearer <key>` required on `/v1/*` only.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -34,3 +35,4 @@ class EngineConfig(BaseModel):
     token_ids: bool = True
     max_model_len: int = Field(default=32768, gt=16)
     max_logprobs: int = Field(default=20, ge=-1)
+    api_key: str | None = None

@@ -79,6 +79,19 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
     app = FastAPI(title="workbench reference engine", version=VERSION)
     app.state.engine = engine
 
+    if config.api_key:
+        bearer = f"Bearer {config.api_key}"
+
+        @app.middleware("http")
+        async def _authenticate(request: Request, call_next):
+            # vLLM guards only /v1 (and a few other prefixes); /tokenize and /health stay open.
+            if (
+                request.url.path.startswith("/v1")
+                and request.headers.get("authorization") != bearer
+            ):
+                return JSONResponse({"error": "Unauthorized"}, status_code=401)
+            return await call_next(request)
+
     @app.exception_handler(EngineError)
     async def _engine_error(_: Request, exc: EngineError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
