@@ -126,3 +126,11 @@ def test_image_parts_are_refused_clearly():
 
     with pytest.raises(EngineError, match="text parts only"):
         normalize_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
+
+
+def test_committed_tokenizer_is_the_training_scripts_output():
+    from workbench.engine.train_tokenizer import ASSETS, build_tokenizer
+
+    trained = build_tokenizer((ASSETS / "corpus.txt").read_text(encoding="utf-8"))
+    committed = json.loads((ASSETS / "tokenizer.json").read_text(encoding="utf-8"))
+    assert json.loads(trained.to_str()) == committed
