@@ -1,0 +1,160 @@
+"""The Anthropic dialect through the official anthropic SDK, against the capture proxy on a real
+port in front of the scripted reference engine: create and stream with tools, tool_use ->
+tool_result round trips as one chain, count_tokens (never a turn), error shapes."""
+
+import anthropic
+import pytest
+
+from capture.dialects.anthropic import AnthropicDialect
+from tests.integration.dialect_fixtures import (
+    ASK,
+    BASH_SCHEMA,
+    BYE,
+    COMMAND,
+    FAREWELL,
+    REPORT,
+    SAYS,
+    SYSTEM,
+    THOUGHT,
+    TOOL_OUTPUT,
+    Stack,
+    no_warnings,
+)
+
+PATH = "/v1/messages"
+TOOLS = [{"name": "bash", "description": "Run a shell command.", "input_schema": BASH_SCHEMA}]
+# Claude Code's first system block: a per-request hash the proxy must strip.
+SYSTEM_BLOCKS = [
+    {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.3; cch=5f0e2;"},
+    {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}},
+]
+
+
+@pytest.fixture(scope="module")
+def stack():
+    with Stack() as running:
+        yield running
+
+
+def client(stack: Stack, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=stack.url, api_key=key, max_retries=0)
+
+
+def request(messages: list, **extra) -> dict:
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 4096, "system": SYSTEM_BLOCKS}
+    return body | {"messages": messages, "tools": TOOLS} | extra
+
+
+def check_first_answer(message) -> None:
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
+    thinking, text, tool_use = message.content
+    assert thinking.thinking == THOUGHT and thinking.signature
+    assert text.text == SAYS
+    assert tool_use.name == "bash" and tool_use.input == COMMAND
+    assert message.stop_reason == "tool_use" and message.model == "claude-sonnet-4-6"
+    assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0
+
+
+def run_conversation(stack: Stack, *, stream: bool) -> None:
+    key = stack.session()
+    sdk = client(stack, key)
+    history: list = [{"role": "user", "content": ASK}]
+    bodies = []
+    for turn in range(3):
+        body = request(list(history))
+        bodies.append(body)
+        with no_warnings():
+            if stream:
+                with sdk.messages.stream(**body) as events:
+                    kinds = [event.type for event in events]
+                    message = events.get_final_message()
+                assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+            else:
+                message = sdk.messages.create(**body)
+        # Replay exactly what came back, as Claude Code does.
+        replay = {
+            "role": "assistant",
+            "content": [b.model_dump(exclude_none=True) for b in message.content],
+        }
+        if turn == 0:
+            check_first_answer(message)
+            result = {
+                "type": "tool_result",
+                "tool_use_id": message.content[-1].id,
+                "content": TOOL_OUTPUT,
+            }
+            history += [replay, {"role": "user", "content": [result]}]
+        elif turn == 1:
+            assert [b.text for b in message.content] == [
+                REPORT
+            ] and message.stop_reason == "end_turn"
+            history += [replay, {"role": "user", "content": [{"type": "text", "text": BYE}]}]
+        else:
+            assert [b.text for b in message.content] == [FAREWELL]
+    stack.assert_one_chain(key, "anthropic", 3)
+    assert stack.graph(key).turn(0).messages[0] == {"role": "system", "content": SYSTEM}
+    for index, body in enumerate(bodies):
+        stack.assert_captured_as_engine_returned(key, AnthropicDialect(), PATH, body, index)
+
+
+@pytest.mark.slow
+def test_create_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
+    run_conversation(stack, stream=False)
+
+
+@pytest.mark.slow
+def test_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
+    run_conversation(stack, stream=True)
+
+
+def test_stream_deltas_carry_thinking_text_and_tool_input(stack):
+    key = stack.session()
+    with (
+        no_warnings(),
+        client(stack, key).messages.stream(**request([{"role": "user", "content": ASK}])) as events,
+    ):
+        deltas = [event.delta.type for event in events if event.type == "content_block_delta"]
+        message = events.get_final_message()
+    assert deltas == ["thinking_delta", "signature_delta", "text_delta", "input_json_delta"]
+    check_first_answer(message)
+
+
+def test_count_tokens_uses_the_engines_tokenizer_and_is_never_a_turn(stack):
+    key = stack.session()
+    body = {"model": "claude-sonnet-4-6", "system": SYSTEM_BLOCKS, "tools": TOOLS,
+            "messages": [{"role": "user", "content": ASK}]}  # fmt: skip
+    # The beta client posts to /v1/messages/count_tokens?beta=true, as Claude Code does.
+    counted = client(stack, key).beta.messages.count_tokens(**body)
+    chat = (
+        AnthropicDialect()
+        .to_chat({**body, "max_tokens": 1}, AnthropicDialect().match("POST", PATH))
+        .body
+    )
+    assert counted.input_tokens == stack.tokenize(chat) > 0
+    shorter = client(stack, key).messages.count_tokens(**{**body, "tools": []})
+    assert 0 < shorter.input_tokens < counted.input_tokens
+    assert len(stack.graph(key)) == 0
+
+
+def test_unknown_key_is_a_401_in_anthropic_shape(stack):
+    with pytest.raises(anthropic.AuthenticationError) as failure:
+        client(stack, "no-such-session").messages.create(
+            **request([{"role": "user", "content": ASK}])
+        )
+    assert failure.value.body["type"] == "error"
+    assert failure.value.body["error"]["type"] == "authentication_error"
+    assert "session" in failure.value.body["error"]["message"]
+
+
+def test_engine_refusal_is_an_error_event_inside_the_stream(stack):
+    key = stack.session()
+    body = request([{"role": "user", "content": ASK}], tool_choice={"type": "tool", "name": "nope"})
+    stream = client(stack, key).messages.stream(**body)
+    with pytest.raises(anthropic.APIStatusError) as failure, stream as events:
+        list(events)
+    assert failure.value.body["type"] == "error"
+    assert failure.value.body["error"]["type"] == "invalid_request_error"
+    assert "nope" in failure.value.body["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError):  # the same refusal without streaming
+        client(stack, key).messages.create(**body)
+    assert len(stack.graph(key)) == 0

@@ -1,0 +1,174 @@
+"""The Responses dialect through the official openai SDK, against the capture proxy on a real port
+in front of the scripted reference engine: create and stream, a function call answered with
+`function_call_output`, a custom tool, multi-turn chains, the WebSocket refusal."""
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from capture.dialects.responses import ResponsesDialect
+from tests.integration.dialect_fixtures import (
+    ASK,
+    BASH_SCHEMA,
+    BYE,
+    COMMAND,
+    FAREWELL,
+    PATCH,
+    REPORT,
+    SAYS,
+    SYSTEM,
+    THOUGHT,
+    TOOL_OUTPUT,
+    Stack,
+    no_warnings,
+)
+
+PATH = "/v1/responses"
+TOOLS = [{"type": "function", "name": "bash", "description": "Run a shell command.",
+          "parameters": BASH_SCHEMA, "strict": False}]  # fmt: skip
+CUSTOM = [{"type": "custom", "name": "apply_patch", "description": "Apply a patch."}]
+
+
+@pytest.fixture(scope="module")
+def stack():
+    with Stack() as running:
+        yield running
+
+
+def client(stack: Stack, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0)
+
+
+def dumped(items) -> list[dict]:
+    """Output items as the plain JSON an agent sends back in `input`."""
+    return [item.model_dump(exclude_none=True) for item in items]
+
+
+def request(input_items: list, *, stream: bool = False, tools=TOOLS) -> dict:
+    body = {"model": "gpt-5", "instructions": SYSTEM, "input": input_items, "tools": tools}
+    return body | ({"stream": True} if stream else {})
+
+
+def check_first_answer(response) -> None:
+    kinds = [item.type for item in response.output]
+    assert kinds == ["reasoning", "message", "function_call"]
+    reasoning, message, call = response.output
+    assert reasoning.content[0].text == THOUGHT
+    assert message.content[0].text == SAYS
+    assert call.name == "bash" and call.arguments == '{"cmd": "ls -la"}'
+    assert json.loads(call.arguments) == COMMAND
+    assert call.call_id.startswith("chatcmpl-tool-")
+    assert response.status == "completed" and response.model == "gpt-5"
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+
+def run_conversation(stack: Stack, *, stream: bool) -> None:
+    key = stack.session()
+    sdk = client(stack, key)
+    history: list = [{"role": "user", "content": ASK}]
+    bodies = []
+    for turn in range(3):
+        body = request(list(history), stream=stream)
+        bodies.append(body)
+        with no_warnings():
+            if stream:
+                with sdk.responses.stream(**{k: v for k, v in body.items() if k != "stream"}) as s:
+                    kinds = [event.type for event in s]
+                    response = s.get_final_response()
+                assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+            else:
+                response = sdk.responses.create(**body)
+        if turn == 0:
+            check_first_answer(response)
+            call = response.output[-1]
+            history += [
+                *dumped(response.output),
+                {"type": "function_call_output", "call_id": call.call_id, "output": TOOL_OUTPUT},
+            ]
+        elif turn == 1:
+            assert response.output_text == REPORT
+            history += [*dumped(response.output), {"role": "user", "content": BYE}]
+        else:
+            assert response.output_text == FAREWELL
+    stack.assert_one_chain(key, "responses", 3)
+    for index, body in enumerate(bodies):
+        stack.assert_captured_as_engine_returned(key, ResponsesDialect(), PATH, body, index)
+
+
+@pytest.mark.slow
+def test_create_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
+    run_conversation(stack, stream=False)
+
+
+@pytest.mark.slow
+def test_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
+    run_conversation(stack, stream=True)
+
+
+def test_raw_event_stream_has_sequence_numbers_and_a_completed_id(stack):
+    session_id = stack.session()
+    with no_warnings():
+        events = list(
+            client(stack, session_id).responses.create(
+                **request([{"role": "user", "content": ASK}], stream=True)
+            )
+        )
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].type == "response.completed" and events[-1].response.id.startswith("resp_")
+    assert events[-1].response.id == events[0].response.id
+    texts = [e.delta for e in events if e.type == "response.output_text.delta"]
+    arguments = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert texts == [SAYS] and arguments == ['{"cmd": "ls -la"}']
+
+
+def test_custom_tool_round_trip(stack):
+    session_id = stack.session()
+    sdk = client(stack, session_id)
+    first = [{"role": "user", "content": "Apply the patch."}]
+    with no_warnings():
+        response = sdk.responses.create(**request(first, tools=CUSTOM))
+    (call,) = response.output
+    assert call.type == "custom_tool_call" and call.input == PATCH
+    history = [*first, *dumped(response.output),
+               {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done"}]  # fmt: skip
+    with no_warnings():
+        second = sdk.responses.create(**request(history, tools=CUSTOM))
+    assert second.output_text == "Patched."
+    stack.assert_one_chain(session_id, "responses", 2)
+    body = request(history, tools=CUSTOM)
+    stack.assert_captured_as_engine_returned(session_id, ResponsesDialect(), PATH, body, 1)
+
+
+def test_unknown_key_is_a_401_in_openai_shape(stack):
+    with pytest.raises(openai.AuthenticationError) as failure:
+        client(stack, "no-such-session").responses.create(
+            **request([{"role": "user", "content": ASK}])
+        )
+    assert "session" in failure.value.body["message"]
+
+
+def test_previous_response_id_is_a_400_that_says_what_to_do(stack):
+    session_id = stack.session()
+    with pytest.raises(openai.BadRequestError) as failure:
+        client(stack, session_id).responses.create(
+            model="gpt-5", input="hi", previous_response_id="resp_1"
+        )
+    assert "whole conversation" in failure.value.body["message"]
+    assert len(stack.graph(session_id)) == 0
+
+
+@pytest.mark.parametrize("upgrade", [True, False])
+def test_websocket_upgrade_gets_a_fast_non_101_answer(stack, upgrade):
+    session_id = stack.session()
+    headers = {"authorization": f"Bearer {session_id}"}
+    if upgrade:
+        headers |= {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                    "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="}  # fmt: skip
+    start = time.perf_counter()
+    response = httpx.get(f"{stack.url}/v1/responses", headers=headers, timeout=5)
+    assert response.status_code != 101 and 400 <= response.status_code < 500
+    assert time.perf_counter() - start < 1.0
+    assert len(stack.graph(session_id)) == 0
