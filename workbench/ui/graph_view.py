@@ -176,11 +176,11 @@ def graph_figure(doc: Mapping[str, Any], selected: Any = None) -> go.Figure:
     max_depth = max((x for x, _ in pos.values()), default=0)
     fig.update_layout(
         height=360,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        margin={"l": 10, "r": 10, "t": 36, "b": 10},
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         hovermode="closest",
-        legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+        legend={"orientation": "h", "y": 1.0, "x": 1.0, "yanchor": "bottom", "xanchor": "right"},
         xaxis={
             "title": {"text": "depth"},
             "range": [-0.6, max_depth + 0.6],

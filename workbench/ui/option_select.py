@@ -56,29 +56,26 @@ def _groups(options: Sequence[Option]) -> list[dict]:
     ]
 
 
-class OptionSelect(gr.HTML):
-    """Its value is the selected option's `value` (a str). `note` is a line of help under it."""
+def option_select(
+    options: Sequence[Option],
+    *,
+    value: str | None = None,
+    label: str = "",
+    note: str = "",
+    **kwargs,
+) -> gr.HTML:
+    """The picker; its value is the selected option's `value` (a str). `note` is a help line.
 
-    def __init__(
-        self,
-        options: Sequence[Option],
-        *,
-        value: str | None = None,
-        label: str = "",
-        note: str = "",
+    A factory, not a gr.HTML subclass: Gradio writes a `.pyi` next to every component subclass.
+    """
+    if value is None:
+        value = next((o.value for o in options if not o.disabled), None)
+    return gr.HTML(
+        value=value,
+        html_template=_TEMPLATE,
+        js_on_load=_ON_LOAD,
+        groups=_groups(options),
+        label=html.escape(label),
+        note=html.escape(note),
         **kwargs,
-    ) -> None:
-        if value is None:
-            value = next((o.value for o in options if not o.disabled), None)
-        super().__init__(
-            value=value,
-            html_template=_TEMPLATE,
-            js_on_load=_ON_LOAD,
-            groups=_groups(options),
-            label=html.escape(label),
-            note=html.escape(note),
-            **kwargs,
-        )
-
-    def api_info(self) -> dict:
-        return {"type": "string"}
+    )

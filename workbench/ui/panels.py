@@ -78,8 +78,8 @@ def live_html(phase: str, counters: Any | None, elapsed_s: float | None) -> str:
 
 def idle_html() -> str:
     return (
-        '<div class="wb-live wb-idle" data-phase="idle">Pick a task and press <b>Run</b>: '
-        "the phase, turns and tokens appear here while the rollout runs.</div>"
+        '<div class="wb-live wb-idle" data-phase="idle"><div>Pick a task and press <b>Run</b>: '
+        "the phase, turns and tokens appear here while the rollout runs.</div></div>"
     )
 
 
@@ -105,7 +105,7 @@ def result_html(doc: Mapping[str, Any]) -> str:
         ("harness", _e((doc.get("harness") or {}).get("name") or doc.get("harness"))),
         ("rollout", f"<code>{_e((doc.get('ids') or {}).get('rollout') or doc.get('id'))}</code>"),
     ]
-    rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    rows = "".join(f'<div class="wb-fact-k">{k}</div><div>{v}</div>' for k, v in facts)
     message = (
         f'<div class="wb-error-message" data-testid="result-error">{_e(error.get("message"))}</div>'
         if error
@@ -118,7 +118,7 @@ def result_html(doc: Mapping[str, Any]) -> str:
         else ""
     )
     return (
-        f'<div class="wb-result">{badge}{message}<table class="wb-facts">{rows}</table>'
+        f'<div class="wb-result">{badge}{message}<div class="wb-facts">{rows}</div>'
         f"{rewards_block}{findings_html(doc.get('findings') or [])}</div>"
     )
 

@@ -18,15 +18,18 @@ CSS = """
 .wb-header p { margin: 2px 0 0; color: var(--body-text-color-subdued); }
 
 .wb-select { display: flex; flex-direction: column; gap: 6px; }
-.wb-select-label { font-size: var(--block-label-text-size); font-weight: 600;
+.wb-select-label { width: fit-content; padding: var(--block-label-padding);
+  border-radius: var(--block-label-radius); background: var(--block-label-background-fill);
+  font-size: var(--block-label-text-size); font-weight: var(--block-label-text-weight);
   color: var(--block-label-text-color); }
 .wb-select select { width: 100%; padding: 8px 10px; border-radius: var(--input-radius);
   border: 1px solid var(--input-border-color); background: var(--input-background-fill);
-  color: var(--body-text-color); font-size: var(--input-text-size); }
+  color: var(--body-text-color); font-size: var(--input-text-size); appearance: auto;
+  cursor: pointer; }
 .wb-select option:disabled { color: #94a3b8; }
 .wb-select-note { font-size: 12px; color: var(--body-text-color-subdued); }
 
-.wb-badge { display: inline-block; padding: 2px 10px; border-radius: 999px; font-weight: 600;
+.wb-badge { align-self: flex-start; display: inline-block; padding: 2px 10px; border-radius: 999px; font-weight: 600;
   font-size: 13px; }
 .wb-ok { background: #dcfce7; color: #166534; }
 .wb-warn { background: #fef3c7; color: #92400e; }
@@ -50,11 +53,11 @@ CSS = """
 
 .wb-result { display: flex; flex-direction: column; gap: 8px; }
 .wb-error-message { color: #991b1b; white-space: pre-wrap; font-size: 13px; }
-.wb-facts th { text-align: left; padding-right: 16px; font-weight: 500;
-  color: var(--body-text-color-subdued); }
-.wb-facts td, .wb-facts th { padding: 2px 16px 2px 0; border: none; }
+.wb-facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 24px;
+  font-size: 14px; }
+.wb-fact-k { color: var(--body-text-color-subdued); }
 .wb-rewards { margin: 0; font-size: 12px; }
-.wb-findings { font-size: 12px; width: 100%; }
+.wb-findings { font-size: 12px; width: 100%; margin: 0; }
 .wb-findings td, .wb-findings th { padding: 2px 6px; text-align: left; }
 .wb-level-FATAL td:first-child { color: #991b1b; font-weight: 700; }
 .wb-level-WARN td:first-child { color: #92400e; font-weight: 600; }
