@@ -7,17 +7,13 @@ engine's own generation path (model + sampler + logprobs), not HTTP.
 """
 
 import os
+import time
 
-for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = "1"  # one core, before numpy loads
+import numpy as np
 
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from workbench.engine.config import EngineConfig  # noqa: E402
-from workbench.engine.generation import Engine, GenerationRequest  # noqa: E402
-from workbench.engine.sampler import SamplingParams  # noqa: E402
+from workbench.engine.config import EngineConfig
+from workbench.engine.generation import Engine, GenerationRequest
+from workbench.engine.sampler import SamplingParams
 
 DECODE_BUDGET = 200.0  # tokens/s
 PREFILL_BUDGET = 0.5  # s for 8k tokens
