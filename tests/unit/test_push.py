@@ -1,6 +1,9 @@
 """`workbench push` fails fast and clearly when it cannot deploy (offline, no secret, no token)."""
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +40,15 @@ def test_bad_space_id_and_missing_dockerfile_are_refused(tmp_path):
 def test_local_state_and_credentials_are_never_uploaded():
     for pattern in (".venv/*", ".git/*", ".workbench/*", ".env", "test-artifacts/*"):
         assert pattern in IGNORE_PATTERNS
+
+
+def test_push_command_offline_exits_with_a_clear_error():
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}",
+        "HF_TOKEN": "hf_not_a_real_token",
+    }
+    cmd = [sys.executable, "-m", "workbench.cli", "push", "me/workbench", "--root", str(ROOT)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "error: cannot reach http://127.0.0.1" in done.stderr
