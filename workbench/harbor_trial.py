@@ -11,32 +11,35 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 # LiteLLM fetches a model cost map from the network on import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from harbor.agents.factory import AgentFactory
 from harbor.environments.factory import EnvironmentFactory
+from harbor.models.model_api_format import ModelApiFormat
 from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
 from harbor.models.trial.result import TrialResult
 from harbor.trial.hooks import TrialEvent, TrialHookEvent
 from harbor.trial.trial import Trial
 
 from capture.types import Dialect, Phase
-from workbench.datasets import TaskInfo
 from workbench.failures import Failure, describe
-from workbench.harnesses import HarnessInfo
-from workbench.sandboxes import SandboxInfo
+
+if TYPE_CHECKING:  # only their attributes are read here
+    from workbench.datasets import TaskInfo
+    from workbench.harnesses import HarnessInfo
+    from workbench.sandboxes import SandboxInfo
 
 log = logging.getLogger(__name__)
 
 # Harbor's ModelApiFormat per dialect; always passed explicitly (HARBOR.md §2.2).
-API_FORMATS: dict[str, str] = {
-    "chat": "openai_chat_completions",
-    "responses": "openai_responses",
-    "anthropic": "anthropic_messages",
-    "google": "google_generate_content",
+API_FORMATS: dict[str, ModelApiFormat] = {
+    "chat": ModelApiFormat.OPENAI_CHAT_COMPLETIONS,
+    "responses": ModelApiFormat.OPENAI_RESPONSES,
+    "anthropic": ModelApiFormat.ANTHROPIC_MESSAGES,
+    "google": ModelApiFormat.GOOGLE_GENERATE_CONTENT,
 }
 # LiteLLM routes on the model prefix, so host-side LiteLLM harnesses get one per dialect (the
 # Responses API is LiteLLM's `openai/` provider with model_api_format=openai_responses).
@@ -83,9 +86,9 @@ class ModelConnection:
 
 def build_trial_config(
     *,
-    task: TaskInfo,
-    harness: HarnessInfo,
-    sandbox: SandboxInfo,
+    task: "TaskInfo",
+    harness: "HarnessInfo",
+    sandbox: "SandboxInfo",
     trials_dir: Path,
     connection: ModelConnection | None,
 ) -> TrialConfig:

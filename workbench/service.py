@@ -26,6 +26,9 @@ from capture.proxy import create_capture_app
 from capture.sessions import Session, SessionCounters, SessionRegistry
 from capture.settings import CaptureSettings, is_public_host
 from capture.types import Phase
+from workbench.engine.config import EngineConfig
+from workbench.engine.runner import EngineServer
+from workbench.engine.script import ScriptPolicy
 from workbench.rollout import (
     RolloutContext,
     RolloutError,
@@ -166,7 +169,7 @@ class WorkbenchService:
         self._lock = threading.Lock()
         self._proxy_server: uvicorn.Server | None = None
         self._proxy_thread: threading.Thread | None = None
-        self._engine = None
+        self._engine: EngineServer | None = None
 
     # -- infrastructure ------------------------------------------------------------------------
 
@@ -195,12 +198,10 @@ class WorkbenchService:
             self.proxy_url = f"http://{host}:{bound_port}"
         return self.proxy_url or ""
 
-    def start_embedded_engine(self, script: Path | None = None) -> EngineRef:
-        """Start the CPU reference engine (scripted with the demo policy) on a free loopback port;
-        returns its EngineRef. Idempotent."""
-        from workbench.engine.config import EngineConfig
-        from workbench.engine.runner import EngineServer
-
+    def start_embedded_engine(self, script: Path | ScriptPolicy | None = None) -> EngineRef:
+        """Start the CPU reference engine on a free loopback port, scripted with `script` (default:
+        the demo script, which solves every demo task with terminus-2); returns its EngineRef.
+        Idempotent: a second call returns the running engine."""
         if self._engine is None:
             server = EngineServer(EngineConfig(script=script or DEMO_SCRIPT))
             server.start()
@@ -216,7 +217,7 @@ class WorkbenchService:
             self._proxy_server = None
         if self._engine is not None:
             self._engine.stop()
-            self._engine = None
+            self._engine: EngineServer | None = None
         self.store.close()
 
     # -- running rollouts ----------------------------------------------------------------------
