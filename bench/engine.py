@@ -14,6 +14,7 @@ import numpy as np
 from workbench.engine.config import EngineConfig
 from workbench.engine.generation import Engine, GenerationRequest
 from workbench.engine.sampler import SamplingParams
+from workbench.engine.template import normalize_messages
 
 DECODE_BUDGET = 200.0  # tokens/s
 PREFILL_BUDGET = 0.5  # s for 8k tokens
@@ -48,6 +49,14 @@ def main() -> None:
     n_text = len(engine.tokenizer.encode(text))
     t = _best(lambda: engine.tokenizer.encode(text))
     print(f"tokenize {n_text:>5}-token text: {t * 1000:7.1f} ms (part of every chat request)")
+    messages = normalize_messages([{"role": "user", "content": text}])
+
+    def first_token() -> None:
+        ids = engine.render_chat(messages, None)
+        engine.generate(GenerationRequest(ids, 1, seed=0, top_n=0))
+
+    t = _best(first_token)
+    print(f"chat request to its first token ({n_text}-token prompt): {t * 1000:7.1f} ms")
     for label, params, top_n in (
         ("greedy, no logprobs", SamplingParams(temperature=0.0), None),
         ("T=1 top_p=0.9, logprobs", SamplingParams(top_p=0.9), 0),
