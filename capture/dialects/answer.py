@@ -113,7 +113,15 @@ class Answer:
             id=reply_id,
             created=int(reply.get("created") or 0),
             content=message.get("content"),
-            reasoning=message.get("reasoning") or message.get("reasoning_content"),
+            # "" is not None: a template renders an empty think block for it.
+            reasoning=next(
+                (
+                    message[k]
+                    for k in ("reasoning", "reasoning_content")
+                    if message.get(k) is not None
+                ),
+                None,
+            ),
             tool_calls=calls,
             finish_reason=choice.get("finish_reason"),
             stop_reason=choice.get("stop_reason"),
@@ -150,14 +158,26 @@ def assistant_message(
     return message
 
 
+def _as_javascript(value: Any) -> Any:
+    """A JSON value as a JavaScript client re-serialises it: `30.0` comes back as `30`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _as_javascript(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_javascript(item) for item in value]
+    return value
+
+
 def _replay_key(message: dict[str, Any]) -> str:
-    # What survives every dialect's round trip: the text, and each call's id, name and
+    # What survives every dialect's round trip, through Python and JavaScript clients alike
+    # (Claude Code and gemini-cli are JavaScript): the text, and each call's id, name and
     # arguments as an object. Reasoning is left out: clients may drop old thinking blocks.
     calls = [
         [
             call.get("id"),
             (call.get("function") or {}).get("name"),
-            parse_arguments((call.get("function") or {}).get("arguments")),
+            _as_javascript(parse_arguments((call.get("function") or {}).get("arguments"))),
         ]
         for call in message.get("tool_calls") or []
     ]

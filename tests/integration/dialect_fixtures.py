@@ -31,6 +31,10 @@ SAYS = "Let me look."
 COMMAND = {"cmd": "ls -la"}
 REPORT = "The directory holds README.md."
 FAREWELL = "Bye."
+WAIT = "Wait a moment."
+WAITED = "Done waiting."
+# The engine's argument string; a JavaScript agent echoes `30.0` back as `30`.
+SLEEP_ARGUMENTS = '{"cmd": "sleep 1", "timeout": 30.0}'
 PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
 
 SCRIPT = ScriptPolicy(
@@ -38,6 +42,13 @@ SCRIPT = ScriptPolicy(
         {"role": "user", "match": "(?i)bye", "reply": FAREWELL},
         {"role": "tool", "match": "README", "reply": REPORT},
         {"role": "tool", "match": "Done", "reply": "Patched."},
+        {"role": "tool", "match": "slept", "reply": WAITED},
+        {
+            "role": "user",
+            "match": "(?i)wait a moment",
+            "reply": '<tool_call>\n{"name": "bash", "arguments": '
+            '{"cmd": "sleep 1", "timeout": 30.0}}\n</tool_call>',
+        },
         {
             "role": "user",
             "match": "(?i)apply the patch",
@@ -135,6 +146,17 @@ class Stack:
         response = httpx.post(f"{self.engine.url}/tokenize", json=body, timeout=30)
         assert response.status_code == 200, response.text
         return response.json()["count"]
+
+
+def as_javascript(value: Any) -> Any:
+    """A JSON value after JSON.parse + JSON.stringify, as Claude Code and gemini-cli send it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: as_javascript(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_javascript(item) for item in value]
+    return value
 
 
 @contextmanager

@@ -3,9 +3,11 @@ port in front of the scripted reference engine: create and stream with tools, to
 tool_result round trips as one chain, count_tokens (never a turn), error shapes."""
 
 import anthropic
+import httpx
 import pytest
 
 from capture.dialects.anthropic import AnthropicDialect
+from capture.proxy import CaptureServer, create_capture_app
 from tests.integration.dialect_fixtures import (
     ASK,
     BASH_SCHEMA,
@@ -14,10 +16,14 @@ from tests.integration.dialect_fixtures import (
     FAREWELL,
     REPORT,
     SAYS,
+    SLEEP_ARGUMENTS,
     SYSTEM,
     THOUGHT,
     TOOL_OUTPUT,
+    WAIT,
+    WAITED,
     Stack,
+    as_javascript,
     no_warnings,
 )
 
@@ -158,3 +164,42 @@ def test_engine_refusal_is_an_error_event_inside_the_stream(stack):
     with pytest.raises(anthropic.BadRequestError):  # the same refusal without streaming
         client(stack, key).messages.create(**body)
     assert len(stack.graph(key)) == 0
+
+
+def javascript_tool_loop(stack: Stack, key: str, second_url: str) -> dict:
+    """Claude Code's two calls (it is JavaScript: `30.0` in tool input comes back as `30`)."""
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    body = request([{"role": "user", "content": WAIT}])
+    first = httpx.post(f"{stack.url}/v1/messages?beta=true", json=body, headers=headers)
+    assert first.status_code == 200, first.text
+    content = as_javascript(first.json()["content"])
+    assert content[-1]["input"] == {"cmd": "sleep 1", "timeout": 30}
+    result = {"type": "tool_result", "tool_use_id": content[-1]["id"], "content": "slept"}
+    history = [*body["messages"], {"role": "assistant", "content": content}]
+    second = httpx.post(
+        f"{second_url}/v1/messages?beta=true",
+        json=request([*history, {"role": "user", "content": [result]}]),
+        headers=headers,
+    )
+    assert second.status_code == 200, second.text
+    assert second.json()["content"] == [{"type": "text", "text": WAITED}]
+    return stack.graph(key).turn(1).messages[2]
+
+
+def test_javascript_replay_of_tool_input_is_one_chain(stack):
+    key = stack.session()
+    replayed = javascript_tool_loop(stack, key, stack.url)
+    assert replayed["tool_calls"][0]["function"]["arguments"] == SLEEP_ARGUMENTS
+    stack.assert_one_chain(key, "anthropic", 2)
+
+
+def test_without_the_replay_memory_the_same_replay_would_split_the_conversation(stack):
+    # A second proxy on the same sessions whose dialect never saw the first answer: it can only
+    # re-serialise the echoed object, `30` instead of the engine's `30.0`, and the prompt ids of
+    # the second call no longer extend the first call's. This is what the memory prevents.
+    app = create_capture_app(stack.settings, stack.registry, dialects=(AnthropicDialect(),))
+    with CaptureServer(app) as forgetful:
+        key = stack.session()
+        replayed = javascript_tool_loop(stack, key, forgetful.url)
+    assert replayed["tool_calls"][0]["function"]["arguments"] == '{"cmd": "sleep 1", "timeout": 30}'
+    assert stack.graph(key).counters()["roots"] == 2

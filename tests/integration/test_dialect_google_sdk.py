@@ -2,6 +2,8 @@
 port in front of the scripted reference engine: generate_content, generate_content_stream,
 function call -> function response round trips as one chain, count_tokens, models, errors."""
 
+import json
+
 import httpx
 import pytest
 from google import genai
@@ -16,10 +18,14 @@ from tests.integration.dialect_fixtures import (
     FAREWELL,
     REPORT,
     SAYS,
+    SLEEP_ARGUMENTS,
     SYSTEM,
     THOUGHT,
     TOOL_OUTPUT,
+    WAIT,
+    WAITED,
     Stack,
+    as_javascript,
     no_warnings,
 )
 
@@ -123,6 +129,35 @@ def test_generate_content_three_turn_tool_loop_is_one_chain_with_the_engines_ids
 @pytest.mark.slow
 def test_generate_content_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
     run_conversation(stack, stream=True)
+
+
+def test_javascript_replay_of_function_call_args_is_one_chain(stack):
+    # gemini-cli is JavaScript: `30.0` in functionCall.args comes back as `30`.
+    key = stack.session()
+    url = f"{stack.url}/v1beta/models/{MODEL}:streamGenerateContent?alt=sse"
+    headers = {"x-goog-api-key": key}
+    contents = [{"role": "user", "parts": [{"text": WAIT}]}]
+    body = native([]) | {"contents": contents}
+    first = httpx.post(url, json=body, headers=headers)
+    assert first.status_code == 200, first.text
+    chunks = [
+        json.loads(line[len("data: ") :])
+        for line in first.text.split("\n")
+        if line.startswith("data: ")
+    ]
+    parts = as_javascript([p for c in chunks for p in c["candidates"][0]["content"]["parts"]])
+    (call,) = [p["functionCall"] for p in parts if "functionCall" in p]
+    assert call["args"] == {"cmd": "sleep 1", "timeout": 30} and call["id"]
+    answer = {
+        "functionResponse": {"id": call["id"], "name": "bash", "response": {"output": "slept"}}
+    }
+    contents += [{"role": "model", "parts": parts}, {"role": "user", "parts": [answer]}]
+    second = httpx.post(url, json=body | {"contents": contents}, headers=headers)
+    assert second.status_code == 200, second.text
+    assert WAITED in second.text
+    replayed = stack.graph(key).turn(1).messages[2]
+    assert replayed["tool_calls"][0]["function"]["arguments"] == SLEEP_ARGUMENTS
+    stack.assert_one_chain(key, "google", 2)
 
 
 def test_count_tokens_reads_contents_and_system_instruction_and_is_never_a_turn(stack):
