@@ -6,9 +6,10 @@ prompt; nothing else (request ids, timestamps, headers, `retry_of`) is consulted
 How it stays linear:
 - Lookup. Polynomial prefix hashes of the new prompt (forward powers, so the hash of `x[:n]`
   is comparable with any stored sequence of length n) are computed once in O(L) with numpy.
-  Every node's full-stream hash is indexed under (length, hash); a bitmap of indexed lengths
-  gives the candidate lengths <= L in one vectorised pass, tried longest first, and each hash hit
-  is verified token by token, so a hash collision can never pick a wrong parent.
+  Every node's full-stream hash is indexed under (length, hash); a 32-bit filter per length
+  yields, in one vectorised pass, the lengths <= L whose filter admits the prompt's prefix hash.
+  They are tried longest first and each hash hit is verified token by token, so a hash
+  collision can never pick a wrong parent.
 - Storage. Tokens live in *runs*: append-only int32 buffers. A child of a run's last node is
   appended to that run, so a chain of turns is one contiguous buffer and each prompt is stored as
   its delta from the parent. A fork starts a new run whose base is (parent's run, parent's end).
@@ -152,6 +153,27 @@ def _common(run: _Run | None, start: int, stop: int, ids: np.ndarray) -> int:
     return stop
 
 
+def _key(length: int, hash_: int) -> int:
+    return length << 31 | hash_  # one int, not a tuple: index entries stay small
+
+
+def _bucket(index: dict[int, int | list[int]], key: int) -> list[int]:
+    found = index.get(key)
+    if found is None:
+        return []
+    return found if isinstance(found, list) else [found]
+
+
+def _insert(index: dict[int, int | list[int]], key: int, value: int) -> None:
+    found = index.get(key)
+    if found is None:
+        index[key] = value
+    elif isinstance(found, list):
+        found.append(value)
+    else:
+        index[key] = [found, value]
+
+
 @dataclass(slots=True)
 class _Node:
     parent: int
@@ -178,14 +200,18 @@ class RolloutGraph:
 
     def __init__(self) -> None:
         self._nodes: list[_Node] = []
-        self._full_index: dict[tuple[int, int], list[int]] = {}
-        self._prompt_index: dict[tuple[int, int], list[int]] = {}
-        self._lengths = np.zeros(1024, dtype=bool)  # full lengths present in _full_index
-        self._powers = np.ones(1, dtype=np.int64)
+        # key(length, hash) -> node index, or a list of them (rare: identical streams).
+        self._full_index: dict[int, int | list[int]] = {}
+        self._prompt_index: dict[int, int | list[int]] = {}
+        # Per length, a 32-bit filter of the full-stream hashes indexed at that length (bit
+        # hash % 32): nonzero = the length is present; a clear bit rules a candidate out.
+        self._filter = np.zeros(256, dtype=np.uint32)
+        self._powers = np.ones(1, dtype=np.int32)  # B^j mod M < 2**31: int32 halves the table
         self._message_cache: dict[int, list[dict[str, Any]]] = {}
         self._root_size: dict[int, int] = {}
         self._tool_roots: set[int] = set()
         self._largest_root = -1
+        self._roots: list[int] = []
         self._live_roots = 0
         self._forks = 0
         self._discarded = 0
@@ -228,6 +254,7 @@ class RolloutGraph:
                 completion_ids=_EMPTY_IDS,
                 completion_logprobs=None,
                 messages=[],
+                **self._shared_settings(turn),
             ),
             children=[],
             demoted=bool(turn.aux),
@@ -244,6 +271,17 @@ class RolloutGraph:
         self._unique_tokens += plen - start + len(completion)
         return index
 
+    def _shared_settings(self, turn: Turn) -> dict[str, Any]:
+        """Sampling dicts equal to the previous turn's reuse its objects (they rarely change)."""
+        if not self._nodes:
+            return {}
+        last = self._nodes[-1].meta
+        return {
+            name: getattr(last, name)
+            for name in ("sampling_requested", "sampling_applied")
+            if getattr(turn, name) == getattr(last, name)
+        }
+
     def demote(self, index: int) -> None:
         """Explicit override (e.g. from the ATIF trajectory): the turn is auxiliary, never loss."""
         self._nodes[index].demoted = True
@@ -253,8 +291,10 @@ class RolloutGraph:
     def _power_table(self, n: int) -> np.ndarray:
         while len(self._powers) < n:
             k = len(self._powers)
+            more = min(k, max(n, k + k // 4) - k)  # B^(k+j) = B^j * B^k, for j < k
             step = pow(_BASE, k, _MOD)
-            self._powers = np.concatenate([self._powers, self._powers * step % _MOD])
+            tail = self._powers[:more].astype(np.int64) * step % _MOD
+            self._powers = np.concatenate([self._powers, tail.astype(np.int32)])
         return self._powers[:n]
 
     def _prefix_hashes(self, ids: np.ndarray, start: int = 0) -> np.ndarray:
@@ -266,9 +306,12 @@ class RolloutGraph:
         return out % _MOD
 
     def _find_parent(self, prompt: np.ndarray, hashes: np.ndarray, exclude: set[int]) -> int:
-        limit = min(len(prompt) + 1, len(self._lengths))
-        for n in np.flatnonzero(self._lengths[:limit])[::-1]:
-            bucket = self._full_index.get((int(n), int(hashes[n])))
+        limit = min(len(prompt) + 1, len(self._filter))
+        lengths = np.flatnonzero(self._filter[:limit])
+        bits = (hashes[lengths] & 31).astype(np.uint32)
+        lengths = lengths[(self._filter[lengths] >> bits) & np.uint32(1) == 1]
+        for n in lengths[::-1]:
+            bucket = _bucket(self._full_index, _key(int(n), int(hashes[n])))
             if not bucket:
                 continue
             # Identical streams (a retry that resampled the same answer): prefer a live node,
@@ -288,22 +331,23 @@ class RolloutGraph:
 
     def _identical_prompts(self, prompt: np.ndarray, hashes: np.ndarray) -> list[int]:
         """Turns whose prompt equals `prompt` exactly (the live ones are superseded)."""
-        bucket = self._prompt_index.get((len(prompt), int(hashes[len(prompt)])), [])
+        bucket = _bucket(self._prompt_index, _key(len(prompt), int(hashes[len(prompt)])))
         return [i for i in bucket if _matches(self._nodes[i].run, 0, len(prompt), prompt)]
 
     def _index(self, index: int, node: _Node, prompt_hash: int, completion: np.ndarray) -> None:
         if node.prompt_len:
-            self._prompt_index.setdefault((node.prompt_len, int(prompt_hash)), []).append(index)
+            _insert(self._prompt_index, _key(node.prompt_len, int(prompt_hash)), index)
         if not node.full_len:
             return  # an empty stream is nobody's parent
         tail = self._prefix_hashes(completion, node.prompt_len)[-1]
         full_hash = (int(prompt_hash) + int(tail)) % _MOD
-        self._full_index.setdefault((node.full_len, full_hash), []).append(index)
-        if node.full_len >= len(self._lengths):
-            grown = np.zeros(max(node.full_len + 1, 2 * len(self._lengths)), dtype=bool)
-            grown[: len(self._lengths)] = self._lengths
-            self._lengths = grown
-        self._lengths[node.full_len] = True
+        _insert(self._full_index, _key(node.full_len, full_hash), index)
+        if node.full_len >= len(self._filter):
+            size = max(node.full_len + 1, len(self._filter) + len(self._filter) // 4)
+            grown = np.zeros(size, dtype=np.uint32)
+            grown[: len(self._filter)] = self._filter
+            self._filter = grown
+        self._filter[node.full_len] |= np.uint32(1) << np.uint32(full_hash & 31)
 
     # ---- storage ------------------------------------------------------------------------
 
@@ -347,6 +391,7 @@ class RolloutGraph:
     def _link(self, index: int, node: _Node, pnode: _Node | None, has_tools: bool) -> None:
         if pnode is None:
             self._live_roots += 1
+            self._roots.append(index)
         elif pnode.discarded:
             node.discarded = node.attached_to_discarded = True
             self._discarded += 1
@@ -386,7 +431,7 @@ class RolloutGraph:
             stack.extend(n.children)
 
     def _drift(self, pnode: _Node | None, prompt: np.ndarray) -> Drift | None:
-        candidates = pnode.children if pnode else self.roots
+        candidates = pnode.children if pnode else self._roots
         start = pnode.full_len if pnode else 0
         best: Drift | None = None
         for c in candidates:
@@ -513,7 +558,7 @@ class RolloutGraph:
     @property
     def roots(self) -> list[int]:
         """Every root in arrival order (discarded ones included; see `node(i).discarded`)."""
-        return [i for i, n in enumerate(self._nodes) if n.parent < 0]
+        return list(self._roots)
 
     @property
     def forks(self) -> list[int]:
