@@ -4,12 +4,24 @@ Unknown fields are accepted and ignored, as vLLM does (`extra="allow"`). Every r
 `EngineError` (400 in vLLM's error shape) naming the parameter and what to send instead.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from workbench.engine.errors import EngineError
 from workbench.engine.sampler import SamplingParams
+
+# Sampling ranges with vLLM's wording (SamplingParams._verify_args).
+_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "temperature": (lambda v: v >= 0, "must be non-negative"),
+    "top_p": (lambda v: 0 < v <= 1, "must be in (0, 1]"),
+    "top_k": (lambda v: v >= -1, "must be 0 (disable), or at least 1"),
+    "min_p": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    "presence_penalty": (lambda v: -2 <= v <= 2, "must be in [-2, 2]"),
+    "frequency_penalty": (lambda v: -2 <= v <= 2, "must be in [-2, 2]"),
+    "repetition_penalty": (lambda v: v > 0, "must be greater than zero"),
+}
 
 
 class _Body(BaseModel):
@@ -74,34 +86,10 @@ class GenerateBody(_Body):
             frequency_penalty=self.frequency_penalty or 0.0,
             repetition_penalty=1.0 if self.repetition_penalty is None else self.repetition_penalty,
         )
-        checks = [
-            (
-                p.temperature >= 0,
-                "temperature",
-                f"temperature must be non-negative, got {p.temperature}.",
-            ),
-            (0 < p.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {p.top_p}."),
-            (p.top_k >= -1, "top_k", f"top_k must be 0 (disable), or at least 1, got {p.top_k}."),
-            (0 <= p.min_p <= 1, "min_p", f"min_p must be in [0, 1], got {p.min_p}."),
-            (
-                -2 <= p.presence_penalty <= 2,
-                "presence_penalty",
-                f"presence_penalty must be in [-2, 2], got {p.presence_penalty}.",
-            ),
-            (
-                -2 <= p.frequency_penalty <= 2,
-                "frequency_penalty",
-                f"frequency_penalty must be in [-2, 2], got {p.frequency_penalty}.",
-            ),
-            (
-                p.repetition_penalty > 0,
-                "repetition_penalty",
-                f"repetition_penalty must be greater than zero, got {p.repetition_penalty}.",
-            ),
-        ]
-        for ok, param, message in checks:
-            if not ok:
-                raise EngineError(message, param=param)
+        for name, (ok, rule) in _RANGES.items():
+            value = getattr(p, name)
+            if not ok(value):
+                raise EngineError(f"{name} {rule}, got {value}.", param=name)
         return p
 
     def check_common(self) -> None:
