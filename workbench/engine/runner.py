@@ -44,7 +44,9 @@ class EngineServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._want_port))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run,
