@@ -123,6 +123,9 @@ class AnthropicDialect:
                     "`assistant` (system text goes in the top-level `system` field)."
                 )
         chat: dict[str, Any] = {"messages": messages}
+        if messages and messages[-1]["role"] == "assistant":
+            # A prefill: the model continues that message (WIRE.md §1.2: both flags or a 400).
+            chat |= {"continue_final_message": True, "add_generation_prompt": False}
         tools = [tool for tool in map(_chat_tool, body.get("tools") or []) if tool]
         if tools:
             chat["tools"] = tools

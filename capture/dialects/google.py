@@ -101,7 +101,7 @@ class GoogleDialect:
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
         chat = self._chat(body)
         config = get(body, "generationConfig") or {}
-        if (get(config, "candidateCount") or 1) > 1:
+        if get(config, "candidateCount") not in (None, 1):
             raise DialectError("candidateCount > 1 is not supported: ask for one candidate.")
         for source, target in (
             ("maxOutputTokens", "max_tokens"),
@@ -118,10 +118,12 @@ class GoogleDialect:
         response_format = _response_format(config)
         if response_format:
             chat["response_format"] = response_format
+        # A zero budget turns thinking off; asking for thoughts or a budget turns it on. Thoughts
+        # are returned either way: the next call must replay them to extend this one's prompt.
         thinking = get(config, "thinkingConfig") or {}
-        if get(thinking, "includeThoughts") is not None or get(thinking, "thinkingBudget") == 0:
-            enable = bool(get(thinking, "includeThoughts")) and get(thinking, "thinkingBudget") != 0
-            chat["chat_template_kwargs"] = {"enable_thinking": enable}
+        budget = get(thinking, "thinkingBudget")
+        if budget == 0 or budget or get(thinking, "includeThoughts"):
+            chat["chat_template_kwargs"] = {"enable_thinking": budget != 0}
         return ChatCall(body=chat, stream=bool(route.stream), client_model=route.model)
 
     def _chat(self, body: Any) -> dict[str, Any]:

@@ -6,7 +6,13 @@ from typing import Any
 from capture.dialects.base import AuxEngine
 
 # What the engine's /tokenize takes from a chat body (WIRE.md §5); sampling fields are not.
-TOKENIZE_FIELDS = ("messages", "tools", "chat_template_kwargs")
+TOKENIZE_FIELDS = (
+    "messages",
+    "tools",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "continue_final_message",
+)
 
 
 def session_key(headers: Mapping[str, str], query: Mapping[str, str], *sources: str) -> str | None:
@@ -42,7 +48,7 @@ def placeholder(kind: str, detail: str = "") -> str:
 
 async def count_tokens(chat: dict[str, Any], engine: AuxEngine) -> int:
     """Prompt length of a translated request, from the engine's own template: never sampled."""
-    body = {key: chat[key] for key in TOKENIZE_FIELDS if chat.get(key)}
-    tokenized = await engine.tokenize({**body, "add_generation_prompt": True})
+    body = {key: chat[key] for key in TOKENIZE_FIELDS if key in chat}
+    tokenized = await engine.tokenize({"add_generation_prompt": True, **body})
     count = tokenized.get("count")
     return int(count if count is not None else len(tokenized.get("tokens") or []))

@@ -171,7 +171,8 @@ class ResponsesDialect:
     # -- errors ----------------------------------------------------------------------------
 
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+        code = _error_code(status, message, kind)
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     def stream_error(self, status: int, message: str, kind: str, call: ChatCall) -> str:
         # The SDK's stream state needs `response.created` first; Codex acts on `response.failed`.
@@ -182,7 +183,7 @@ class ResponsesDialect:
             "status": "failed",
             "model": call.client_model or "",
             "output": [],
-            "error": {"code": kind, "message": message},
+            "error": {"code": _error_code(status, message, kind), "message": message},
         }
         events = _Events()
         created = {**response, "status": "in_progress", "error": None}
@@ -201,6 +202,15 @@ class ResponsesDialect:
             "/v1/responses over HTTP (Codex: set supports_websockets = false on the provider)."
         )
         return AuxAnswer(426, self.error_body(426, message, "invalid_request_error"))
+
+
+def _error_code(status: int, message: str, kind: str) -> str:
+    """The codes Codex acts on (CODEX sse/responses.rs): a context overflow is not retried."""
+    if "maximum context length" in message or "max_model_len" in message:
+        return "context_length_exceeded"
+    if status == 429:
+        return "rate_limit_exceeded"
+    return kind
 
 
 # -- input items -----------------------------------------------------------------------------

@@ -108,6 +108,15 @@ def test_tools_choice_thinking_and_sampling_fields():
     assert call.stream is True and call.client_model == "claude-sonnet-4-5"
 
 
+def test_a_prefill_is_continued_not_answered_anew():
+    messages = [{"role": "user", "content": "JSON please"}, {"role": "assistant", "content": "{"}]
+    body = translate(AnthropicDialect(), {"messages": messages}).body
+    assert body["messages"][-1] == {"role": "assistant", "content": "{"}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    plain = translate(AnthropicDialect(), {"messages": messages[:1]}).body
+    assert "continue_final_message" not in plain
+
+
 def test_bad_bodies_are_dialect_errors():
     with pytest.raises(DialectError):
         translate(AnthropicDialect(), {"messages": "hi"})

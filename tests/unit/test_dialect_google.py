@@ -139,6 +139,17 @@ def test_tools_schema_types_lowered_and_function_calling_config():
     assert call.body["tool_choice"] == {"type": "function", "function": {"name": "cat"}}
 
 
+@pytest.mark.parametrize(
+    ("thinking", "expected"),
+    [({"thinkingBudget": 0}, False), ({"include_thoughts": True}, True),
+     ({"thinkingBudget": 512}, True), ({}, None)],
+)  # fmt: skip
+def test_thinking_config_switches_the_template_thinking(thinking, expected):
+    body = {"contents": [], "generationConfig": {"thinkingConfig": thinking}}
+    kwargs = translate(GoogleDialect(), body).body.get("chat_template_kwargs")
+    assert kwargs == (None if expected is None else {"enable_thinking": expected})
+
+
 def test_bad_bodies_are_dialect_errors():
     with pytest.raises(DialectError, match="contents"):
         translate(GoogleDialect(), {"contents": "hi"})

@@ -250,3 +250,15 @@ def test_websocket_upgrade_is_refused_at_once_without_101():
     dialect = ResponsesDialect()
     answer = asyncio.run(dialect.answer_aux(dialect.match("GET", "/v1/responses"), None, None))
     assert answer.status == 426 and "supports_websockets" in answer.body["error"]["message"]
+
+
+def test_context_overflow_gets_the_code_codex_acts_on():
+    dialect = ResponsesDialect()
+    message = "This model's maximum context length is 32768 tokens. However, ..."
+    assert dialect.error_body(400, message, "invalid_request_error")["error"]["code"] == (
+        "context_length_exceeded"
+    )
+    events = frames(
+        [dialect.stream_error(400, message, "invalid_request_error", ChatCall({}, True))]
+    )
+    assert events[1][1]["response"]["error"]["code"] == "context_length_exceeded"
