@@ -181,6 +181,7 @@ class _Node:
     depth: int
     prompt_start: int
     prompt_len: int
+    prompt_hash: int
     full_len: int
     run: _Run | None
     logprobs: np.ndarray | None
@@ -243,9 +244,13 @@ class RolloutGraph:
             depth=pnode.depth + 1 if pnode else 0,
             prompt_start=start,
             prompt_len=plen,
+            prompt_hash=int(hashes[plen]),
             full_len=plen + len(completion),
             run=run,
-            logprobs=turn.completion_logprobs,
+            # Owned copy: the caller's array may be a view into a larger response buffer.
+            logprobs=None
+            if turn.completion_logprobs is None
+            else np.array(turn.completion_logprobs, dtype=np.float32),
             messages_inherited=inherited,
             messages_delta=delta,
             meta=replace(
@@ -259,12 +264,12 @@ class RolloutGraph:
             children=[],
             demoted=bool(turn.aux),
         )
-        node.drift = self._drift(pnode, prompt)
+        node.drift = self._drift(pnode, prompt, hashes)
         self._nodes.append(node)
         self._link(index, node, pnode, turn.has_tools)
         for old in superseded:
             self._discard(old)
-        self._index(index, node, hashes[plen], completion)
+        self._index(index, node, completion)
         self._remember_messages(index, messages)
         self._prompt_tokens += plen
         self._completion_tokens += len(completion)
@@ -334,13 +339,14 @@ class RolloutGraph:
         bucket = _bucket(self._prompt_index, _key(len(prompt), int(hashes[len(prompt)])))
         return [i for i in bucket if _matches(self._nodes[i].run, 0, len(prompt), prompt)]
 
-    def _index(self, index: int, node: _Node, prompt_hash: int, completion: np.ndarray) -> None:
+    def _index(self, index: int, node: _Node, completion: np.ndarray) -> None:
+        prompt_hash = node.prompt_hash
         if node.prompt_len:
-            _insert(self._prompt_index, _key(node.prompt_len, int(prompt_hash)), index)
+            _insert(self._prompt_index, _key(node.prompt_len, prompt_hash), index)
         if not node.full_len:
             return  # an empty stream is nobody's parent
         tail = self._prefix_hashes(completion, node.prompt_len)[-1]
-        full_hash = (int(prompt_hash) + int(tail)) % _MOD
+        full_hash = (prompt_hash + int(tail)) % _MOD
         _insert(self._full_index, _key(node.full_len, full_hash), index)
         if node.full_len >= len(self._filter):
             size = max(node.full_len + 1, len(self._filter) + len(self._filter) // 4)
@@ -430,13 +436,18 @@ class RolloutGraph:
                 self._forks -= 1
             stack.extend(n.children)
 
-    def _drift(self, pnode: _Node | None, prompt: np.ndarray) -> Drift | None:
+    def _drift(self, pnode: _Node | None, prompt: np.ndarray, hashes: np.ndarray) -> Drift | None:
         candidates = pnode.children if pnode else self._roots
         start = pnode.full_len if pnode else 0
         best: Drift | None = None
         for c in candidates:
             node = self._nodes[c]
-            if node.discarded or len(prompt) <= node.prompt_len:
+            # Drift needs the whole earlier prompt re-sent: its hash rules most candidates out.
+            if (
+                node.discarded
+                or len(prompt) <= node.prompt_len
+                or hashes[node.prompt_len] != node.prompt_hash
+            ):
                 continue
             k = _common(node.run, start, node.full_len, prompt)
             if (

@@ -35,7 +35,8 @@ def check_turn(turn: Turn, tier: Tier, index: int | None = None) -> list[Finding
         out.append(Finding(level=level, code=code, message=message, turn=index))
 
     n_ids = len(turn.completion_ids)
-    if tier == "tokens" and (len(turn.prompt_ids) == 0 or (n_ids == 0 and turn.content)):
+    sampled = bool(turn.content or turn.tool_calls or turn.reasoning)  # visible output
+    if tier == "tokens" and (len(turn.prompt_ids) == 0 or (n_ids == 0 and sampled)):
         missing = "prompt" if len(turn.prompt_ids) == 0 else "completion"
         add(
             "FATAL",
@@ -56,7 +57,7 @@ def check_turn(turn: Turn, tier: Tier, index: int | None = None) -> list[Finding
             f"{n_ids} completion ids but {len(turn.completion_logprobs)} logprobs: the two "
             "must align token for token",
         )
-    if n_ids == 0 and not turn.content and not turn.tool_calls and not turn.reasoning:
+    if n_ids == 0 and not sampled:
         add(
             "WARN",
             "empty_completion",

@@ -85,3 +85,9 @@ def test_drift_retries_and_late_continuations_are_reported_with_their_turn():
     assert by_code["continues_discarded"].turn == 3
     assert by_code["retries_discarded"].level == "INFO"
     assert "2 turn(s)" in by_code["retries_discarded"].message
+
+
+def test_a_tool_call_without_completion_ids_is_fatal_at_tier_tokens():
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    findings = check_turn(Turn(SYSTEM, [], [], tool_calls=[call]), "tokens")
+    assert codes(findings) == {("FATAL", "token_ids_missing")}
