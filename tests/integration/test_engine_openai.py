@@ -219,6 +219,9 @@ def test_scripted_two_turn_tool_conversation_is_prefix_stable(scripted):
     assert answer.finish_reason == "stop"
     assert answer.message.content == "The file is there: hello.txt."
     assert answer.message.model_extra["reasoning"] == "The file exists."
+    # vLLM counts the tokens between <think> and </think>
+    inside = httpx.post(scripted.url + "/tokenize", json={"prompt": "\nThe file exists.\n"})
+    assert second.usage.completion_tokens_details.reasoning_tokens == inside.json()["count"]
     third = _chat(client, messages=[{"role": "user", "content": "what?"}])
     assert third.choices[0].message.content == "I cannot help with that."
 

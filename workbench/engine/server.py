@@ -34,7 +34,7 @@ from workbench.engine.shapes import (
     completion_json,
 )
 from workbench.engine.template import normalize_messages
-from workbench.engine.toolparse import parse_output
+from workbench.engine.toolparse import count_reasoning_tokens, parse_output
 
 VERSION = "0.33.0+workbench.ref"  # the vLLM wire version this engine speaks, locally labelled
 
@@ -207,6 +207,9 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
             as_ids=as_ids,
             top_logprobs=top,
             include_reasoning=body.include_reasoning,
+            reasoning_tokens=count_reasoning_tokens(
+                completion.token_ids, tok.think_open, tok.think_close
+            ),
         )
         if not body.stream:
             return JSONResponse(chat_json(tok, result))

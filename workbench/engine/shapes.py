@@ -26,6 +26,7 @@ class ChatResult:
     as_ids: bool  # logprob names as "token_id:N"
     top_logprobs: int | None  # None: logprobs off
     include_reasoning: bool
+    reasoning_tokens: int = 0
     id: str = ""
     created: int = 0
 
@@ -34,19 +35,23 @@ class ChatResult:
         self.created = self.created or int(time.time())
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+def usage(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None) -> dict:
+    """vLLM's UsageInfo; `reasoning_tokens` is reported when a reasoning parser is on (chat)."""
+    details = None if reasoning_tokens is None else {"reasoning_tokens": reasoning_tokens}
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
         "prompt_tokens_details": None,
-        "completion_tokens_details": None,
+        "completion_tokens_details": details,
     }
 
 
-def usage_chunk(head: dict, prompt_tokens: int, completion_tokens: int) -> dict:
+def usage_chunk(
+    head: dict, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None
+) -> dict:
     """The final `choices: []` chunk; vLLM serialises it without nulls."""
-    counts = usage(prompt_tokens, completion_tokens)
+    counts = usage(prompt_tokens, completion_tokens, reasoning_tokens)
     return {**head, "choices": [], "usage": {k: v for k, v in counts.items() if v is not None}}
 
 
@@ -136,7 +141,7 @@ def chat_json(tok: EngineTokenizer, r: ChatResult) -> dict:
         "choices": [choice],
         "service_tier": None,
         "system_fingerprint": None,
-        "usage": usage(len(r.prompt_ids), len(c.token_ids)),
+        "usage": usage(len(r.prompt_ids), len(c.token_ids), r.reasoning_tokens),
         "prompt_logprobs": None,
         "prompt_token_ids": r.prompt_ids if r.return_ids else None,
         "prompt_text": None,
@@ -224,7 +229,7 @@ def chat_chunks(
             chunk["usage"] = usage(len(r.prompt_ids), i + 1)
         yield chunk
     if include_usage:
-        yield usage_chunk(head, len(r.prompt_ids), n)
+        yield usage_chunk(head, len(r.prompt_ids), n, r.reasoning_tokens)
 
 
 @dataclass

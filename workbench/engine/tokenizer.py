@@ -35,6 +35,8 @@ class EngineTokenizer:
         self.im_start = self._tok.token_to_id(IM_START)
         self.im_end = self._tok.token_to_id(IM_END)
         self.end_of_text = self._tok.token_to_id(END_OF_TEXT)
+        self.think_open = self._tok.token_to_id("<think>")
+        self.think_close = self._tok.token_to_id("</think>")
         added = self._tok.get_added_tokens_decoder()
         self.special_ids = frozenset(i for i, t in added.items() if t.special)
         byte_of = _byte_decoder()

@@ -80,3 +80,12 @@ def parse_output(text: str, *, tools: bool) -> ParsedOutput:
     if content or not (out.tool_calls or out.reasoning_span):
         out.content, out.content_span = content, (start, end)
     return out
+
+
+def count_reasoning_tokens(ids: list[int], think_open: int, think_close: int) -> int:
+    """vLLM's count: tokens after the first <think> up to the first </think> (or the end)."""
+    if think_open not in ids:
+        return 0
+    start = ids.index(think_open) + 1
+    end = ids.index(think_close, start) if think_close in ids[start:] else len(ids)
+    return end - start
