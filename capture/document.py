@@ -311,10 +311,68 @@ def load_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _ids_problem(values: list[Any]) -> str | None:
+    if not all(type(v) is int for v in values):
+        return "token ids must be integers"
+    if values and (min(values) < _INT32[0] or max(values) > _INT32[1]):
+        return "token ids must fit in int32"
+    return None
+
+
+def _mask_problem(values: list[Any]) -> str | None:
+    ok = all(type(v) is int for v in values) and set(values) <= {0, 1}
+    return None if ok else "a loss mask holds only 0 and 1"
+
+
+def _floats_problem(values: list[Any]) -> str | None:
+    ok = all(v is None or type(v) in (int, float) for v in values)
+    return None if ok else "logprobs must be numbers or null"
+
+
+# The per-token arrays: checked here in one pass each, then shown to the JSON Schema cut to
+# one element. jsonschema walks every element in Python, which costs seconds per rollout
+# (minutes for a full document of a long one: its prompts repeat the history).
+_TOKEN_ARRAYS = {
+    "turns": {
+        "prompt_token_ids": _ids_problem,
+        "prompt_delta_token_ids": _ids_problem,
+        "completion_token_ids": _ids_problem,
+        "logprobs": _floats_problem,
+    },
+    "sequences": {
+        "token_ids": _ids_problem,
+        "loss_mask": _mask_problem,
+        "logprobs": _floats_problem,
+    },
+}
+
+
 def validate_document(doc: dict[str, Any]) -> list[str]:
     """Problems found checking `doc` against the JSON Schema (empty when it conforms)."""
+    problems: list[str] = []
+    slim = dict(doc)
+    for section, checks in _TOKEN_ARRAYS.items():
+        records = doc.get(section)
+        if not isinstance(records, list):
+            continue  # the schema reports it
+        slim[section] = []
+        for i, record in enumerate(records):
+            if isinstance(record, dict):
+                record = dict(record)
+                for key, check in checks.items():
+                    values = record.get(key)
+                    if isinstance(values, list):
+                        problem = check(values)
+                        if problem:
+                            problems.append(f"{section}/{i}/{key}: {problem}")
+                        record[key] = values[:1]
+            slim[section].append(record)
     validator = jsonschema.Draft202012Validator(load_schema())
-    return [
+    problems += [
         f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-        for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))
+        for e in sorted(validator.iter_errors(slim), key=lambda e: list(map(str, e.path)))
     ]
+    return problems

@@ -185,3 +185,19 @@ def test_edited_parent_is_refused():
 def test_another_schema_is_refused_with_a_clear_message():
     with pytest.raises(DocumentError, match="expected a 'harbor-workbench/rollout/1'"):
         graph_from_document({"schema": "something/else", "turns": []})
+
+
+@pytest.mark.parametrize(
+    ("section", "index", "key", "value", "problem"),
+    [
+        ("turns", 1, "prompt_token_ids", "7", "token ids must be integers"),
+        ("turns", 1, "completion_token_ids", 2**31, "token ids must fit in int32"),
+        ("turns", 0, "logprobs", "x", "logprobs must be numbers or null"),
+        ("sequences", 0, "loss_mask", 2, "a loss mask holds only 0 and 1"),
+        ("sequences", 0, "token_ids", True, "token ids must be integers"),
+    ],
+)
+def test_bad_token_arrays_are_reported_with_their_path(section, index, key, value, problem):
+    doc = build_document(sample_graph(), [], DocumentMeta())
+    doc[section][index][key][-1] = value
+    assert validate_document(doc) == [f"{section}/{index}/{key}: {problem}"]
