@@ -112,6 +112,12 @@ def build_document(
     if not ok and error is None and fatal:
         kind = "no_model_calls" if fatal[0].code == "no_model_calls" else "capture_invalid"
         error = ErrorMeta(kind=kind, message=f"{fatal[0].code}: {fatal[0].message}")
+    elif not ok and error is None and not trainable:
+        error = ErrorMeta(
+            kind="capture_invalid",
+            message="no trainable turn: none is a live agent call at tier `tokens` that "
+            "sampled tokens",
+        )
 
     sequences = graph.sequences()
     return {

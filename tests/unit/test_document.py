@@ -155,7 +155,9 @@ def test_schema_rejects_a_full_turn_without_prompt_token_ids():
 def test_bare_session_meta_judges_the_capture_alone():
     only_aux = RolloutGraph()
     only_aux.add(Turn(SYSTEM, [1], [-0.1], aux=True))
-    assert build_document(only_aux, [], None)["ok"] is False
+    doc = build_document(only_aux, [], None)
+    assert doc["ok"] is False and doc["error"]["kind"] == "capture_invalid"
+    assert "no trainable turn" in doc["error"]["message"]
     assert build_document(sample_graph(), [], None)["ok"] is True
 
 
