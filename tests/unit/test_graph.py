@@ -278,3 +278,20 @@ def test_hash_collisions_cannot_pick_a_wrong_parent():
     assert g.node(1).parent is None
     g.add(call([0, 1, 2, 3], [4]))
     assert g.node(2).parent == 0
+
+
+def test_a_long_rollout_keeps_each_message_once():
+    g = RolloutGraph()
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    prompt = SYSTEM
+    for i in range(300):
+        g.add(call(prompt, [i], messages=[dict(m) for m in history]))  # parsed anew each call
+        prompt = [*prompt, i, 9000 + i]
+        history = [
+            *history,
+            {"role": "assistant", "content": f"a{i}"},
+            {"role": "tool", "content": f"t{i}"},
+        ]
+    kept = sum(len(g.messages(i)) - g.node(i).messages_inherited for i in range(len(g)))
+    assert kept == 2 + 2 * 299  # not 300 copies of a growing history
+    assert g.messages(299) == history[:-2]
