@@ -20,7 +20,14 @@ from capture.dialects.answer import (
     unsign,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import count_tokens, placeholder, session_key
+from capture.dialects.inputs import (
+    as_object,
+    as_objects,
+    as_text,
+    count_tokens,
+    placeholder,
+    session_key,
+)
 
 MESSAGES = ("/v1/messages", "/messages")
 COUNT_TOKENS = ("/v1/messages/count_tokens", "/messages/count_tokens")
@@ -89,17 +96,20 @@ class AnthropicDialect:
         ):
             if body.get(source) is not None:
                 chat[target] = body[source]
-        if body.get("tools") and (body.get("tool_choice") or {}).get("disable_parallel_tool_use"):
+        choice = as_object(body.get("tool_choice"), "tool_choice")
+        if chat.get("tools") and choice.get("disable_parallel_tool_use"):
             chat["parallel_tool_calls"] = False
-        schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+        output = as_object(body.get("output_config"), "output_config")
+        schema = as_object(
+            as_object(output.get("format"), "output_config.format").get("schema"), "schema"
+        )
         if schema:
             chat["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "output", "schema": schema},
             }
-        return ChatCall(
-            body=chat, stream=body.get("stream") is True, client_model=body.get("model")
-        )
+        model = as_text(body.get("model"), "model") or None
+        return ChatCall(body=chat, stream=body.get("stream") is True, client_model=model)
 
     def _chat(self, body: Any) -> dict[str, Any]:
         """Messages, tools, tool_choice and thinking: what both a turn and count_tokens need."""
@@ -109,9 +119,7 @@ class AnthropicDialect:
         system = _system_text(body.get("system"))
         if system:
             messages.append({"role": "system", "content": system})
-        for message in body["messages"]:
-            if not isinstance(message, dict):
-                raise DialectError("Each message must be an object with `role` and `content`.")
+        for message in as_objects(body["messages"], "messages"):
             blocks = _blocks(message.get("content"))
             if message.get("role") == "user":
                 messages.extend(_user_messages(blocks))
@@ -126,12 +134,13 @@ class AnthropicDialect:
         if messages and messages[-1]["role"] == "assistant":
             # A prefill: the model continues that message (WIRE.md §1.2: both flags or a 400).
             chat |= {"continue_final_message": True, "add_generation_prompt": False}
-        tools = [tool for tool in map(_chat_tool, body.get("tools") or []) if tool]
+        tools = [tool for tool in map(_chat_tool, as_objects(body.get("tools"), "tools")) if tool]
+        choice = as_object(body.get("tool_choice"), "tool_choice")
         if tools:
             chat["tools"] = tools
-            if body.get("tool_choice"):
-                chat["tool_choice"] = _chat_tool_choice(body["tool_choice"])
-        thinking = (body.get("thinking") or {}).get("type")
+            if choice:
+                chat["tool_choice"] = _chat_tool_choice(choice)
+        thinking = as_object(body.get("thinking"), "thinking").get("type")
         if thinking in ("enabled", "adaptive", "disabled"):
             chat["chat_template_kwargs"] = {"enable_thinking": thinking != "disabled"}
         return chat
@@ -141,20 +150,18 @@ class AnthropicDialect:
         reasoning: list[str] = []
         calls: list[dict[str, Any]] = []
         for block in blocks:
-            kind = block.get("type")
+            kind = as_text(block.get("type"), "content[].type")
             if kind == "text":
-                texts.append(block.get("text") or "")
+                texts.append(as_text(block.get("text"), "text.text"))
             elif kind == "thinking":
-                reasoning.append(block.get("thinking") or unsign(block.get("signature")) or "")
+                thinking = as_text(block.get("thinking"), "thinking.thinking")
+                reasoning.append(thinking or unsign(block.get("signature")) or "")
             elif kind == "tool_use":
-                arguments = dump_arguments(block.get("input") or {})
-                calls.append(
-                    {
-                        "id": block.get("id"),
-                        "type": "function",
-                        "function": {"name": block.get("name"), "arguments": arguments},
-                    }
-                )
+                arguments = dump_arguments(as_object(block.get("input"), "tool_use.input"))
+                name = as_text(block.get("name"), "tool_use.name")
+                function = {"name": name, "arguments": arguments}
+                call_id = as_text(block.get("id"), "tool_use.id")
+                calls.append({"id": call_id, "type": "function", "function": function})
             elif kind not in DROPPED_BLOCKS:
                 raise DialectError(f"Unsupported assistant content block type {kind!r}.")
         content = "".join(texts) if texts else None
@@ -215,16 +222,17 @@ class AnthropicDialect:
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+    if not isinstance(content, list):
         raise DialectError("Message `content` must be a string or a list of content blocks.")
-    return content
+    return as_objects(content, "content")
 
 
 def _system_text(system: Any) -> str:
     """The system prompt with Claude Code's per-request billing line taken out."""
     if system is None:
         return ""
-    texts = [system] if isinstance(system, str) else [b.get("text") or "" for b in _blocks(system)]
+    blocks = _blocks(system)
+    texts = [as_text(block.get("text"), "system[].text") for block in blocks]
     lines = [
         line
         for text in texts
@@ -235,21 +243,25 @@ def _system_text(system: Any) -> str:
 
 
 def _media(block: dict[str, Any]) -> str:
-    source = block.get("source") or {}
-    return placeholder(block["type"], source.get("media_type") or block.get("title") or "")
+    source = as_object(block.get("source"), f"{block['type']}.source")
+    detail = source.get("media_type") or block.get("title")
+    return placeholder(block["type"], detail if isinstance(detail, str) else "")
 
 
 def _block_text(block: dict[str, Any]) -> str | None:
     """Text of a user-side block, or None for blocks with no chat form."""
-    kind = block.get("type")
+    kind = as_text(block.get("type"), "content[].type")
     if kind == "text":
-        return block.get("text") or ""
+        return as_text(block.get("text"), "text.text")
     if kind in ("image", "document"):
         return _media(block)
     if kind == "search_result":
-        return "\n".join(b.get("text") or "" for b in block.get("content") or [])
+        parts = as_objects(block.get("content"), "search_result.content")
+        return "\n".join(
+            as_text(part.get("text"), "search_result.content[].text") for part in parts
+        )
     if kind == "tool_reference":
-        return f"[tool: {block.get('tool_name') or block.get('name') or ''}]"
+        return f"[tool: {as_text(block.get('tool_name') or block.get('name'), 'tool_reference')}]"
     if kind in DROPPED_BLOCKS:
         return None
     raise DialectError(f"Unsupported user content block type {kind!r}.")
@@ -266,9 +278,8 @@ def _user_messages(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = "\n".join(t for t in map(_block_text, parts) if t is not None)
             if block.get("is_error"):
                 text = f"[Tool Error] {text}"
-            messages.append(
-                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
-            )
+            call_id = as_text(block.get("tool_use_id"), "tool_result.tool_use_id")
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
             continue
         text = _block_text(block)
         if text is not None:
@@ -278,12 +289,13 @@ def _user_messages(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def _chat_tool(tool: Any) -> dict[str, Any] | None:
-    if not isinstance(tool, dict):
-        raise DialectError("Each tool must be an object.")
+def _chat_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
     if "input_schema" not in tool:
         return None  # server tools (web_search_*, bash_*, text_editor_*) run at Anthropic only
-    function = {"name": tool.get("name"), "parameters": tool["input_schema"] or {}}
+    name = as_text(tool.get("name"), "tools[].name")
+    if not name:
+        raise DialectError("Each tool needs a `name`.")
+    function = {"name": name, "parameters": as_object(tool["input_schema"], "input_schema")}
     if tool.get("description"):
         function["description"] = tool["description"]
     return {"type": "function", "function": function}
@@ -292,7 +304,10 @@ def _chat_tool(tool: Any) -> dict[str, Any] | None:
 def _chat_tool_choice(choice: dict[str, Any]) -> Any:
     kind = choice.get("type")
     if kind == "tool":
-        return {"type": "function", "function": {"name": choice.get("name")}}
+        return {
+            "type": "function",
+            "function": {"name": as_text(choice.get("name"), "tool_choice.name")},
+        }
     return {"any": "required", "none": "none"}.get(kind, "auto")
 
 

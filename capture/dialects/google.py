@@ -22,7 +22,15 @@ from capture.dialects.answer import (
     suffix,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import count_tokens, placeholder, session_key
+from capture.dialects.inputs import (
+    as_list,
+    as_object,
+    as_objects,
+    as_text,
+    count_tokens,
+    placeholder,
+    session_key,
+)
 
 PATH = re.compile(
     r"^(?:/(?P<version>v1|v1beta|v1alpha))?/models(?:/(?P<model>[^/:]+)(?::(?P<action>[^/:]+))?)?$",
@@ -100,7 +108,7 @@ class GoogleDialect:
 
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
         chat = self._chat(body)
-        config = get(body, "generationConfig") or {}
+        config = as_object(get(body, "generationConfig"), "generationConfig")
         if get(config, "candidateCount") not in (None, 1):
             raise DialectError("candidateCount > 1 is not supported: ask for one candidate.")
         for source, target in (
@@ -120,7 +128,7 @@ class GoogleDialect:
             chat["response_format"] = response_format
         # A zero budget turns thinking off; asking for thoughts or a budget turns it on. Thoughts
         # are returned either way: the next call must replay them to extend this one's prompt.
-        thinking = get(config, "thinkingConfig") or {}
+        thinking = as_object(get(config, "thinkingConfig"), "thinkingConfig")
         budget = get(thinking, "thinkingBudget")
         if budget == 0 or budget or get(thinking, "includeThoughts"):
             chat["chat_template_kwargs"] = {"enable_thinking": budget != 0}
@@ -133,14 +141,14 @@ class GoogleDialect:
         contents = get(body, "contents")
         if isinstance(contents, dict):
             contents = [contents]
-        if not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents):
+        if not isinstance(contents, list):
             raise DialectError("`contents` must be a list of Content objects (role, parts).")
         messages = []
         system = _texts(_parts(get(body, "systemInstruction")))
         if system:
             messages.append({"role": "system", "content": "\n".join(system)})
         open_calls: list[tuple[str, str]] = []  # (id, name) of calls not answered yet
-        for index, content in enumerate(contents):
+        for index, content in enumerate(as_objects(contents, "contents")):
             parts = _parts(content)
             if content.get("role") == "model":
                 message = self._model_message(parts, index)
@@ -153,12 +161,14 @@ class GoogleDialect:
         chat: dict[str, Any] = {"messages": messages}
         tools = [
             _chat_tool(declaration)
-            for tool in get(body, "tools") or []
-            for declaration in get(tool, "functionDeclarations") or []
+            for tool in as_objects(get(body, "tools"), "tools")
+            for declaration in as_objects(get(tool, "functionDeclarations"), "functionDeclarations")
         ]
         if tools:
             chat["tools"] = tools
-            choice = _chat_tool_choice(get(get(body, "toolConfig"), "functionCallingConfig"))
+            config = as_object(get(body, "toolConfig"), "toolConfig")
+            calling = as_object(get(config, "functionCallingConfig"), "functionCallingConfig")
+            choice = _chat_tool_choice(calling)
             if choice:
                 chat["tool_choice"] = choice
         return chat
@@ -170,15 +180,13 @@ class GoogleDialect:
         for number, part in enumerate(parts):
             call = get(part, "functionCall")
             if call is not None:
-                arguments = dump_arguments(call.get("args") or {})
-                calls.append(
-                    {
-                        # Synthesised ids are positional, so every replay gives the same ones.
-                        "id": call.get("id") or f"call_{index}_{number}",
-                        "type": "function",
-                        "function": {"name": call.get("name"), "arguments": arguments},
-                    }
-                )
+                call = as_object(call, "functionCall")
+                arguments = dump_arguments(as_object(call.get("args"), "functionCall.args"))
+                name = as_text(call.get("name"), "functionCall.name")
+                # Synthesised ids are positional, so every replay gives the same ones.
+                call_id = as_text(call.get("id"), "functionCall.id") or f"call_{index}_{number}"
+                function = {"name": name, "arguments": arguments}
+                calls.append({"id": call_id, "type": "function", "function": function})
             elif isinstance(part.get("text"), str):
                 (thoughts if part.get("thought") else texts).append(part["text"])
         content = "".join(texts) if texts else None
@@ -215,7 +223,8 @@ class GoogleDialect:
         self, route: Route, body: dict[str, Any] | None, engine: AuxEngine
     ) -> AuxAnswer:
         if route.action == "count_tokens":
-            request = get(body, "generateContentRequest") or body
+            request = as_object(get(body, "generateContentRequest"), "generateContentRequest")
+            request = request or body
             return AuxAnswer(200, {"totalTokens": await count_tokens(self._chat(request), engine)})
         if route.action == "models":
             return AuxAnswer(200, {"models": [_model_info(engine.served_model)]})
@@ -236,10 +245,9 @@ def _parts(content: Any) -> list[dict[str, Any]]:
         return []
     if isinstance(content, str):
         return [{"text": content}]
-    parts = content.get("parts") if isinstance(content, dict) else None
-    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+    if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
         raise DialectError("Each Content needs a `parts` list of Part objects.")
-    return parts
+    return as_objects(content["parts"], "parts")
 
 
 def _texts(parts: list[dict[str, Any]]) -> list[str]:
@@ -253,10 +261,12 @@ def _part_text(part: dict[str, Any]) -> str | None:
     for field in ("inlineData", "fileData"):
         media = get(part, field)
         if media is not None:
-            return placeholder("file", get(media, "mimeType") or "")
-    code = get(part, "executableCode") or get(part, "codeExecutionResult")
-    if code is not None:
-        return code.get("code") or code.get("output") or ""
+            return placeholder("file", as_text(get(as_object(media, field), "mimeType"), field))
+    for field in ("executableCode", "codeExecutionResult"):
+        code = get(part, field)
+        if code is not None:
+            code = as_object(code, field)
+            return as_text(code.get("code") or code.get("output"), field)
     return None
 
 
@@ -273,8 +283,10 @@ def _user_messages(
             if text is not None:
                 texts.append(text)
             continue
+        result = as_object(result, "functionResponse")
         call_id = _pair(result, open_calls) or f"call_{index}_{number}"
-        content = json.dumps(result.get("response") or {}, ensure_ascii=False)
+        response = as_object(result.get("response"), "functionResponse.response")
+        content = json.dumps(response, ensure_ascii=False)
         messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
     if texts:
         messages.append({"role": "user", "content": "\n".join(texts)})
@@ -283,7 +295,7 @@ def _user_messages(
 
 def _pair(result: dict[str, Any], open_calls: list[tuple[str, str]]) -> str | None:
     """The call a function response answers: its own id, else the first open call by name."""
-    wanted = result.get("id")
+    wanted = as_text(result.get("id"), "functionResponse.id")
     for position, (call_id, name) in enumerate(open_calls):
         if call_id == wanted or (not wanted and name == result.get("name")):
             return open_calls.pop(position)[0]
@@ -305,27 +317,30 @@ def _lower_types(schema: Any) -> Any:
 
 
 def _chat_tool(declaration: dict[str, Any]) -> dict[str, Any]:
+    name = as_text(declaration.get("name"), "functionDeclarations[].name")
+    if not name:
+        raise DialectError("Each function declaration needs a `name`.")
     parameters = get(declaration, "parametersJsonSchema") or get(declaration, "parameters")
-    function = {
-        "name": declaration.get("name"),
-        "parameters": _lower_types(parameters) or {"type": "object", "properties": {}},
-    }
+    parameters = _lower_types(as_object(parameters, "functionDeclarations[].parameters"))
+    function = {"name": name, "parameters": parameters or {"type": "object", "properties": {}}}
     if declaration.get("description"):
         function["description"] = declaration["description"]
     return {"type": "function", "function": function}
 
 
-def _chat_tool_choice(config: Any) -> Any:
+def _chat_tool_choice(config: dict[str, Any]) -> Any:
     mode = str(get(config, "mode") or "").upper()
-    allowed = get(config, "allowedFunctionNames") or []
+    allowed = as_list(get(config, "allowedFunctionNames"), "allowedFunctionNames")
     if mode == "ANY" and len(allowed) == 1:
-        return {"type": "function", "function": {"name": allowed[0]}}
+        name = as_text(allowed[0], "allowedFunctionNames[0]")
+        return {"type": "function", "function": {"name": name}}
     return FUNCTION_MODES.get(mode)
 
 
 def _response_format(config: dict[str, Any]) -> dict[str, Any] | None:
     schema = get(config, "responseJsonSchema") or get(config, "responseSchema")
     if schema:
+        schema = as_object(schema, "responseSchema")
         json_schema = {"name": "output", "schema": _lower_types(schema)}
         return {"type": "json_schema", "json_schema": json_schema}
     if get(config, "responseMimeType") == "application/json":

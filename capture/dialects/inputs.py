@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from capture.dialects.base import AuxEngine
+from capture.dialects.base import AuxEngine, DialectError
 
 # What the engine's /tokenize takes from a chat body (WIRE.md §5); sampling fields are not.
 TOKENIZE_FIELDS = (
@@ -13,6 +13,44 @@ TOKENIZE_FIELDS = (
     "add_generation_prompt",
     "continue_final_message",
 )
+
+
+def as_object(value: Any, what: str) -> dict[str, Any]:
+    """A client's JSON object (absent = empty), or a 400 naming the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DialectError(f"`{what}` must be a JSON object, not {type(value).__name__}.")
+    return value
+
+
+def as_list(value: Any, what: str) -> list[Any]:
+    """A client's JSON array (absent = empty), or a 400 naming the field."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DialectError(f"`{what}` must be a JSON array, not {type(value).__name__}.")
+    return value
+
+
+def as_objects(value: Any, what: str) -> list[dict[str, Any]]:
+    """A client's array of objects (absent = empty), or a 400 naming the field."""
+    values = as_list(value, what)
+    for index, item in enumerate(values):
+        if not isinstance(item, dict):
+            raise DialectError(
+                f"`{what}[{index}]` must be a JSON object, not {type(item).__name__}."
+            )
+    return values
+
+
+def as_text(value: Any, what: str) -> str:
+    """A client's string (absent = empty), or a 400 naming the field."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DialectError(f"`{what}` must be a string, not {type(value).__name__}.")
+    return value
 
 
 def session_key(headers: Mapping[str, str], query: Mapping[str, str], *sources: str) -> str | None:

@@ -22,7 +22,13 @@ from capture.dialects.answer import (
     unsign,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
-from capture.dialects.inputs import placeholder, session_key
+from capture.dialects.inputs import (
+    as_object,
+    as_objects,
+    as_text,
+    placeholder,
+    session_key,
+)
 
 ROUTES = ("/v1/responses", "/responses")
 
@@ -67,9 +73,10 @@ class ResponsesDialect:
                     f"`{field}` needs server-side response storage, which the capture proxy does "
                     "not keep: send the whole conversation in `input` (Codex does, with store=false)."
                 )
-        custom = {tool.get("name") for tool in body.get("tools") or [] if _is_custom(tool)}
-        chat: dict[str, Any] = {"messages": self._messages(body, custom)}
-        tools = [tool for tool in map(_chat_tool, body.get("tools") or []) if tool]
+        declared = as_objects(body.get("tools"), "tools")
+        tools = [tool for tool in map(_chat_tool, declared) if tool]
+        custom = {tool["name"] for tool in declared if tool.get("type") == "custom"}
+        chat: dict[str, Any] = {"messages": self._messages(body)}
         if tools:
             chat["tools"] = tools
             if body.get("tool_choice") is not None:
@@ -82,20 +89,20 @@ class ResponsesDialect:
         ):
             if body.get(source) is not None:
                 chat[target] = body[source]
-        effort = (body.get("reasoning") or {}).get("effort")
+        effort = as_object(body.get("reasoning"), "reasoning").get("effort")
         if effort:
             chat["reasoning_effort"] = effort
-        response_format = _response_format((body.get("text") or {}).get("format"))
+        response_format = _response_format(as_object(body.get("text"), "text").get("format"))
         if response_format:
             chat["response_format"] = response_format
         return ChatCall(
             body=chat,
             stream=body.get("stream") is True,
-            client_model=body.get("model"),
+            client_model=as_text(body.get("model"), "model") or None,
             options={"custom_tools": sorted(custom), "request": _echo(body)},
         )
 
-    def _messages(self, body: dict[str, Any], custom: set[str]) -> list[dict[str, Any]]:
+    def _messages(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         instructions = body.get("instructions")
         if isinstance(instructions, str) and instructions:
@@ -108,10 +115,10 @@ class ResponsesDialect:
         if isinstance(instructions, list):  # a stored prompt's instructions are items too
             items = instructions + items
         run: list[dict[str, Any]] = []  # the current run of assistant-side items
-        for item in items:
-            if not isinstance(item, dict):
-                raise DialectError("Each `input` item must be an object.")
-            kind = item.get("type") or ("message" if "role" in item else None)
+        for item in as_objects(items, "input"):
+            kind = as_text(item.get("type"), "input[].type") or (
+                "message" if "role" in item else ""
+            )
             if kind in ASSISTANT_ITEMS or (kind == "message" and item.get("role") == "assistant"):
                 run.append(item)
                 continue
@@ -135,16 +142,16 @@ class ResponsesDialect:
             elif kind == "message":
                 texts.append(_text_of(item.get("content")))
             else:
-                arguments = item.get("arguments")
+                arguments = as_text(item.get("arguments"), f"{kind}.arguments")
                 if kind == "custom_tool_call":
-                    arguments = json.dumps({"input": item.get("input") or ""}, ensure_ascii=False)
-                calls.append(
-                    {
-                        "id": item.get("call_id") or item.get("id"),
-                        "type": "function",
-                        "function": {"name": item.get("name"), "arguments": arguments or ""},
-                    }
-                )
+                    text = as_text(item.get("input"), "custom_tool_call.input")
+                    arguments = json.dumps({"input": text}, ensure_ascii=False)
+                call_id = as_text(item.get("call_id") or item.get("id"), f"{kind}.call_id")
+                function = {
+                    "name": as_text(item.get("name"), f"{kind}.name"),
+                    "arguments": arguments,
+                }
+                calls.append({"id": call_id, "type": "function", "function": function})
         content = "".join(texts) if texts else None
         message = assistant_message(content, "".join(reasoning) or None, calls)
         return self.memory.recall(message)
@@ -216,29 +223,24 @@ def _error_code(status: int, message: str, kind: str) -> str:
 # -- input items -----------------------------------------------------------------------------
 
 
-def _is_custom(tool: Any) -> bool:
-    return isinstance(tool, dict) and tool.get("type") == "custom"
-
-
 def _text_of(content: Any) -> str:
     """Text of message content: a string, or parts (text, refusal, images as placeholders)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        raise DialectError("Message `content` must be a string or a list of content parts.")
     texts = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
+    for part in as_objects(content, "content"):
+        kind = part.get("type")
         if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            texts.append(part.get("text") or "")
+            texts.append(as_text(part.get("text"), f"{kind}.text"))
         elif kind == "refusal":
-            texts.append(part.get("refusal") or "")
+            texts.append(as_text(part.get("refusal"), "refusal.refusal"))
         elif kind == "input_image":
             texts.append(placeholder("image"))
         elif kind in ("input_file", "input_audio"):
-            texts.append(placeholder(kind.removeprefix("input_"), part.get("filename") or ""))
+            detail = as_text(part.get("filename"), f"{kind}.filename")
+            texts.append(placeholder(kind.removeprefix("input_"), detail))
         else:
             raise DialectError(f"Unsupported content part type {kind!r}.")
     return "\n".join(texts)
@@ -246,21 +248,23 @@ def _text_of(content: Any) -> str:
 
 def _reasoning_text(item: dict[str, Any]) -> str:
     """Reasoning text, from `content`, else `summary`, else our `encrypted_content` (§6.2.4)."""
-    content = item.get("content") or []
+    content = as_objects(item.get("content"), "reasoning.content")
     if content:
-        return "".join(part.get("text") or "" for part in content)
-    summary = item.get("summary") or []
+        return "".join(as_text(part.get("text"), "reasoning.content[].text") for part in content)
+    summary = as_objects(item.get("summary"), "reasoning.summary")
     if summary:
-        return "\n\n".join(part.get("text") or "" for part in summary)
+        return "\n\n".join(
+            as_text(part.get("text"), "reasoning.summary[].text") for part in summary
+        )
     return unsign(item.get("encrypted_content")) or ""
 
 
-def _other_item(item: dict[str, Any], kind: str | None) -> list[dict[str, Any]]:
+def _other_item(item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     """Chat messages for a user, system, developer or tool-output item."""
     if kind == "message":
         role = item.get("role")
         if role not in ("user", "system", "developer"):
-            raise DialectError(f"Unsupported message role {role!r}.")
+            raise DialectError(f"Unsupported message role {role!r}: use user, system or developer.")
         return [
             {
                 "role": "system" if role == "developer" else role,
@@ -268,9 +272,8 @@ def _other_item(item: dict[str, Any], kind: str | None) -> list[dict[str, Any]]:
             }
         ]
     if kind in ("function_call_output", "custom_tool_call_output"):
-        output = item.get("output")
-        text = output if isinstance(output, str) else _text_of(output)
-        return [{"role": "tool", "tool_call_id": item.get("call_id"), "content": text}]
+        call_id = as_text(item.get("call_id"), f"{kind}.call_id")
+        return [{"role": "tool", "tool_call_id": call_id, "content": _text_of(item.get("output"))}]
     if kind == "item_reference":
         raise DialectError(
             "`item_reference` needs server-side response storage, which the capture proxy does "
@@ -283,25 +286,24 @@ def _other_item(item: dict[str, Any], kind: str | None) -> list[dict[str, Any]]:
 # -- request fields --------------------------------------------------------------------------
 
 
-def _chat_tool(tool: Any) -> dict[str, Any] | None:
-    if not isinstance(tool, dict):
-        raise DialectError("Each tool must be an object.")
+def _chat_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+    if tool.get("type") not in ("function", "custom"):
+        return None  # hosted tools: web_search, file_search, local_shell, image_generation, mcp
+    name = as_text(tool.get("name"), "tools[].name")
+    if not name:
+        raise DialectError("Each function and custom tool needs a `name`.")
     if tool.get("type") == "function":
-        function = {
-            "name": tool.get("name"),
-            "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-        }
+        parameters = as_object(tool.get("parameters"), "tools[].parameters")
+        function = {"name": name, "parameters": parameters or {"type": "object", "properties": {}}}
         if tool.get("description"):
             function["description"] = tool["description"]
         if tool.get("strict") is not None:
             function["strict"] = tool["strict"]
         return {"type": "function", "function": function}
-    if tool.get("type") == "custom":
-        function = {"name": tool.get("name"), "parameters": CUSTOM_TOOL_PARAMETERS}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        return {"type": "function", "function": function}
-    return None  # hosted tools: web_search, file_search, local_shell, image_generation, mcp
+    function = {"name": name, "parameters": CUSTOM_TOOL_PARAMETERS}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
 
 
 def _chat_tool_choice(choice: Any) -> Any:
@@ -319,7 +321,8 @@ def _response_format(fmt: Any) -> dict[str, Any] | None:
     if not isinstance(fmt, dict):
         return None
     if fmt.get("type") == "json_schema":
-        schema = {"name": fmt.get("name") or "output", "schema": fmt.get("schema") or {}}
+        name = as_text(fmt.get("name"), "text.format.name") or "output"
+        schema = {"name": name, "schema": as_object(fmt.get("schema"), "text.format.schema")}
         if fmt.get("strict") is not None:
             schema["strict"] = fmt["strict"]
         return {"type": "json_schema", "json_schema": schema}
