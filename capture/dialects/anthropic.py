@@ -47,7 +47,7 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 
-# Blocks with no chat form: server-side tools, redacted reasoning, citations containers.
+# Blocks with no chat form: server-side tool calls and results, redacted reasoning, uploads.
 DROPPED_BLOCKS = {
     "redacted_thinking",
     "server_tool_use",
