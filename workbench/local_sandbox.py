@@ -244,17 +244,30 @@ class LocalSandbox(BaseEnvironment):
             "-c",
             command,
         ]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=self._ns_fds,
-            start_new_session=True,
-        )
+        # Our own pipe, not asyncio's: asyncio's `wait()` also waits for the pipe to close, which
+        # a background child (`server &`) can hold open forever.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                pass_fds=self._ns_fds,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
         self._running.add(proc)
+        stream = asyncio.StreamReader()
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
+        )
         chunks: list[str] = []
-        reader = asyncio.create_task(self._pump(proc, chunks))
+        reader = asyncio.create_task(self._pump(stream, chunks))
         try:
             await asyncio.wait_for(proc.wait(), timeout_sec or None)
         except TimeoutError:
@@ -263,22 +276,23 @@ class LocalSandbox(BaseEnvironment):
             raise RuntimeError(f"Command timed out after {timeout_sec} seconds") from None
         except asyncio.CancelledError:
             _kill_group(proc.pid)
+            await asyncio.shield(proc.wait())  # reap it, so no transport outlives the loop
             raise
         finally:
             self._running.discard(proc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(reader), PIPE_DRAIN_S)
             reader.cancel()
+            transport.close()
         output = "".join(chunks)
         return ExecResult(stdout=output or None, stderr=None, return_code=proc.returncode or 0)
 
-    async def _pump(self, proc: asyncio.subprocess.Process, chunks: list[str]) -> None:
+    async def _pump(self, stream: asyncio.StreamReader, chunks: list[str]) -> None:
         """Collect merged stdout/stderr, handing complete lines to Harbor's output callback."""
-        assert proc.stdout is not None
         callback = self._output_callback()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
-        while data := await proc.stdout.read(READ_CHUNK):
+        while data := await stream.read(READ_CHUNK):
             text = decoder.decode(data)
             chunks.append(text)
             if callback is None:
