@@ -214,8 +214,10 @@ class GoogleDialect:
         return {"error": {"code": status, "message": message, "status": name}}
 
     def stream_error(self, status: int, message: str, kind: str, call: ChatCall) -> str:
-        # The SDK raises on a chunk that starts with `{"error":` (GENAI-PY request_streamed).
-        return sse.data(self.error_body(status, message, kind))
+        # Bare JSON, as Google's API sends errors mid-stream: google-genai raises on a chunk that
+        # starts with `{"error":`, and @google/genai (gemini-cli) only on a network chunk that
+        # parses as JSON whole; it reads a `data:` error frame as an empty answer.
+        return sse.dumps(self.error_body(status, message, kind)) + "\n\n"
 
     # -- aux -------------------------------------------------------------------------------
 

@@ -215,8 +215,9 @@ def test_engine_refusal_is_an_error_chunk_inside_the_stream(stack):
     strict=True,
     raises=errors.UnknownApiResponseError,
     reason="capture/proxy.py sends `: keepalive` SSE comments to every dialect; google-genai "
-    "parses non-`data:` lines as JSON (UnknownApiResponseError) and @google/genai's `^data:` "
-    "regex stalls on them. The proxy must send Google streams no keepalive comment.",
+    "parses a non-`data:` line as JSON (UnknownApiResponseError), and @google/genai 1.30 "
+    "(gemini-cli's) never matches its `^\\s*data:` regex again and ends with 'Incomplete JSON "
+    "segment at the end'. Google streams must get no keepalive comment.",
 )
 def test_stream_survives_keepalives_while_the_engine_works():
     with Stack(keepalive_s=0.001) as slow:

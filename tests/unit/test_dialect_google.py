@@ -220,4 +220,5 @@ def test_errors_in_google_shape():
     }
     assert dialect.error_body(502, "down", "engine_unreachable")["error"]["status"] == "INTERNAL"
     frame = dialect.stream_error(400, "bad", "invalid_request_error", ChatCall({}, True))
-    assert frame.startswith('data: {"error":') and frame.endswith("\n\n")
+    assert frame.startswith('{"error":') and frame.endswith("\n\n")  # bare, not `data:`
+    assert json.loads(frame)["error"]["status"] == "INVALID_ARGUMENT"
