@@ -1,0 +1,109 @@
+"""Dataset specs: demo, local dirs, single tasks, registry.json files, unreachable registries."""
+
+import json
+import shutil
+import time
+
+import pytest
+
+from workbench.datasets import DEMO_DIR, DatasetError, DatasetResolver, resolve_dataset
+
+DEMO_NAMES = {"workbench/hello-file", "workbench/fix-bug", "workbench/csv-summary"}
+
+
+@pytest.fixture
+def resolver(tmp_path):
+    return DatasetResolver(cache_dir=tmp_path / "cache")
+
+
+def test_demo_dataset_has_small_offline_tasks():
+    dataset = resolve_dataset("demo")
+    assert {t.name for t in dataset.tasks} == DEMO_NAMES
+    for task in dataset.tasks:
+        assert task.path.is_dir() and task.source.startswith("local:")
+        assert (task.path / "solution" / "solve.sh").is_file()
+        assert (task.path / "tests" / "test.sh").is_file()
+        assert 0 < task.agent_timeout_s <= 120 and 0 < task.verifier_timeout_s <= 120
+        assert task.network is False and task.network_mode == "no-network"
+        flat = " ".join(task.instruction.split())
+        assert task.instruction_preview.rstrip("…") in flat
+        assert len(task.instruction_preview) <= 200
+
+
+def test_local_directory_of_tasks(resolver, tmp_path):
+    root = tmp_path / "tasks"
+    shutil.copytree(DEMO_DIR, root)
+    (root / "not-a-task").mkdir()
+    dataset = resolver.resolve(str(root))
+    assert dataset.name == "tasks"
+    assert {t.name for t in dataset.tasks} == DEMO_NAMES
+    assert dataset.task("fix-bug").name == "workbench/fix-bug"  # by directory name too
+    with pytest.raises(DatasetError, match="No task 'nope'"):
+        dataset.task("nope")
+
+
+def test_single_task_directory(resolver):
+    dataset = resolver.resolve(str(DEMO_DIR / "hello-file"))
+    assert [t.name for t in dataset.tasks] == ["workbench/hello-file"]
+    assert "Hello, Harbor!" in dataset.tasks[0].instruction
+
+
+def test_local_registry_json_with_and_without_selector(resolver):
+    registry = DEMO_DIR / "registry.json"
+    for spec in (str(registry), f"{registry}::workbench-demo", f"{registry}::workbench-demo@1.0"):
+        dataset = resolver.resolve(spec)
+        assert dataset.name == "workbench-demo@1.0"
+        assert [t.path.name for t in dataset.tasks] == ["hello-file", "fix-bug", "csv-summary"]
+    with pytest.raises(DatasetError, match="nope"):
+        resolver.resolve(f"{registry}::nope")
+
+
+def test_registry_with_several_datasets_needs_a_name(resolver, tmp_path):
+    rows = json.loads((DEMO_DIR / "registry.json").read_text())
+    rows.append({**rows[0], "name": "other", "tasks": rows[0]["tasks"][:1]})
+    for row in rows:
+        for task in row["tasks"]:
+            task["path"] = str(DEMO_DIR / task["path"])
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps(rows))
+    with pytest.raises(DatasetError, match="several datasets"):
+        resolver.resolve(str(registry))
+    assert len(resolver.resolve(f"{registry}::other").tasks) == 1
+
+
+def test_task_lists_are_cached_until_a_task_changes(resolver, tmp_path):
+    root = tmp_path / "tasks"
+    shutil.copytree(DEMO_DIR, root)
+    first = resolver.resolve(str(root))
+    assert resolver.resolve(str(root)) is first
+    shutil.rmtree(root / "csv-summary")
+    assert len(resolver.resolve(str(root)).tasks) == 2
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "workbench-no-such-dataset@0.0",  # legacy registry name
+        "workbench-tests/no-such-dataset",  # package registry name
+        "https://unreachable.invalid/org/repo",  # git repo (.invalid never resolves)
+    ],
+)
+def test_unreachable_registry_fails_fast_and_says_why(resolver, spec):
+    started = time.monotonic()
+    with pytest.raises(DatasetError) as caught:
+        resolver.resolve(spec)
+    assert time.monotonic() - started < 8
+    message = str(caught.value)
+    # Offline: the registry is unreachable. Online: the made-up name is not found.
+    assert ("needs the network" in message and "demo" in message) or "not found" in message
+
+
+@pytest.mark.parametrize("spec", ["", "./missing-dir", "/no/such/registry.json"])
+def test_bad_specs(resolver, spec):
+    with pytest.raises(DatasetError):
+        resolver.resolve(spec)
+
+
+def test_directory_without_tasks(resolver, tmp_path):
+    with pytest.raises(DatasetError, match="no Harbor task directories"):
+        resolver.resolve(str(tmp_path))
