@@ -438,6 +438,11 @@ class RolloutGraph:
 
     def _drift(self, pnode: _Node | None, prompt: np.ndarray, hashes: np.ndarray) -> Drift | None:
         candidates = pnode.children if pnode else self._roots
+        if pnode is not None and pnode.full_len == pnode.prompt_len:
+            # A parent that sampled nothing shares its prompt with its retries: they are
+            # candidates too (their prompt is exactly the parent's stream).
+            same = _bucket(self._prompt_index, _key(pnode.prompt_len, pnode.prompt_hash))
+            candidates = [*candidates, *same]
         start = pnode.full_len if pnode else 0
         best: Drift | None = None
         for c in candidates:

@@ -197,3 +197,37 @@ def test_compact_and_full_documents_describe_the_same_graph(case):
         + sum(len(t["completion_token_ids"]) for t in compact["turns"])
         == g.counters()["unique_tokens"]
     )
+
+
+@settings(max_examples=100, deadline=None)
+@given(rollouts(), st.data())
+def test_re_sending_sampled_tokens_differently_is_flagged_as_drift(case, data):
+    plan, order = case
+    g = ingest(plan, order)
+    arrival, discarded, _ = expected(plan, order)
+    sources = [c for c in range(len(plan)) if not discarded[c] and plan[c].completion]
+    if not sources:
+        return
+    t = data.draw(st.sampled_from(sources))
+    j = data.draw(st.integers(0, len(plan[t].completion) - 1))
+    resent = [*plan[t].prompt, *plan[t].completion[:j], 10**7, 10**7 + 1]
+    drifted = g.add(Turn(resent, [10**7 + 2], [-0.1], has_tools=True))
+    node = g.node(drifted)
+    # Parent: the longest full stream that prefixes the new prompt (a live one, then the latest, on a tie). It
+    # is t's parent, or a superseded twin of t that sampled nothing.
+    fits = [
+        c
+        for c in range(len(plan))
+        if resent[: len(plan[c].prompt) + len(plan[c].completion)]
+        == plan[c].prompt + plan[c].completion
+    ]
+    best = max(
+        fits,
+        key=lambda c: (len(plan[c].prompt) + len(plan[c].completion), not discarded[c], arrival[c]),
+        default=None,
+    )
+    assert node.parent == (None if best is None else arrival[best])
+    assert node.drift is not None
+    assert node.drift.turn == arrival[t]
+    assert node.drift.index == len(plan[t].prompt) + j
+    assert (node.drift.token, node.drift.expected) == (10**7, plan[t].completion[j])
