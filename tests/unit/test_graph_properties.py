@@ -213,8 +213,8 @@ def test_re_sending_sampled_tokens_differently_is_flagged_as_drift(case, data):
     resent = [*plan[t].prompt, *plan[t].completion[:j], 10**7, 10**7 + 1]
     drifted = g.add(Turn(resent, [10**7 + 2], [-0.1], has_tools=True))
     node = g.node(drifted)
-    # Parent: the longest full stream that prefixes the new prompt (a live one, then the latest, on a tie). It
-    # is t's parent, or a superseded twin of t that sampled nothing.
+    # Parent: the longest full stream that prefixes the new prompt (on a tie a live one, then
+    # the latest): t's parent, or a superseded twin of t that sampled nothing.
     fits = [
         c
         for c in range(len(plan))
