@@ -10,10 +10,10 @@ Synthetic agentic rollouts of N = 250, 500, 1,000 and 2,000 turns, built before 
 - each request carries its full message history as fresh dicts (as parsed from JSON), plus
   per-call sampling, usage and timing dicts, like the proxy's turns.
 
-Printed per N: ingest CPU seconds (process time: the machine is shared, wall time is not our
-work; best of 7 rounds with the sizes interleaved), time(N)/time(N/2), and bytes the graph retains per
-unique token (prompt deltas + completions), measured with tracemalloc after the caller has
-dropped its turns: ids, logprobs, index, per-turn metadata and message deltas all count.
+Printed per N: ingest CPU seconds (process time, as the machine is shared; best of 7 rounds
+with the sizes interleaved), time(N)/time(N/2), and the bytes the graph retains per unique token
+(prompt deltas + completions), measured with tracemalloc after the caller has dropped its
+turns: ids, logprobs, index, per-turn metadata and message deltas all count.
 Budgets (DESIGN.md §10): ratio <= 2.2, 1,000 turns < 1 s, <= 12 bytes per unique token.
 
     .venv/bin/python bench/graph_ingest.py
