@@ -26,11 +26,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from capture.document import expand_document
+from capture.document import DocumentError, expand_document
+from capture.types import SCHEMA_ID
 
 
 def trace_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    turns = expand_document(doc)["turns"]
+    turns = _expanded(doc)["turns"]
     rollout_id = doc.get("ids", {}).get("rollout")
     out = []
     for t in turns:
@@ -63,7 +64,7 @@ def trace_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def sequence_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    sequences = expand_document(doc)["sequences"]
+    sequences = _expanded(doc)["sequences"]
     rollout_id = doc.get("ids", {}).get("rollout")
     return [
         {
@@ -87,3 +88,10 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> int:
             fh.write(json.dumps(record, allow_nan=False, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+def _expanded(doc: Any) -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise DocumentError(f"not a {SCHEMA_ID!r} rollout document (schema: {found!r})")
+    return expand_document(doc)
