@@ -2,12 +2,13 @@
 unusable, and the mapping from Harbor's recorded `exception_info` to those kinds."""
 
 import traceback
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from harbor.models.trial.result import TrialResult
+    from harbor.models.trial.result import TimingInfo, TrialResult
 
 ErrorKind = Literal[
     "engine_unreachable",
@@ -65,17 +66,24 @@ def trial_error(result: "TrialResult") -> RolloutError | None:
     if info is None:
         return None
     message = f"{info.exception_type}: {info.exception_message}".strip()
-    kind = EXCEPTION_KINDS.get(info.exception_type)
-    if kind is None:
-        if result.agent_setup is None:
-            kind = "sandbox_failed"  # the sandbox never got as far as agent setup
-        elif result.agent_execution is None:
-            kind = "agent_setup_failed"
-        elif result.verifier is not None:
-            kind = "verifier_failed"
-        else:
-            kind = "agent_failed"
+    kind = EXCEPTION_KINDS.get(info.exception_type) or _phase_kind(result, info.occurred_at)
     return RolloutError(kind=kind, message=message)
+
+
+def _phase_kind(result: "TrialResult", at: datetime) -> ErrorKind:
+    """Classify by the phase running when the exception was recorded (a graded trial has
+    verifier timings even when the agent failed, so presence alone would mislead)."""
+
+    def started(span: "TimingInfo | None") -> bool:
+        return span is not None and span.started_at is not None and span.started_at <= at
+
+    if started(result.verifier):
+        return "verifier_failed"
+    if started(result.agent_execution):
+        return "agent_failed"
+    if started(result.agent_setup):
+        return "agent_setup_failed"
+    return "sandbox_failed"
 
 
 def describe(exc: BaseException) -> str:

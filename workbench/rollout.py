@@ -19,9 +19,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from capture.document import DocumentMeta, validate_document
 from pydantic import BaseModel, Field
 
+from capture.document import DocumentMeta, validate_document
 from capture.engines import EngineRef
 from capture.sessions import Session, SessionRegistry
 from capture.types import TIER_RANK, Dialect, Phase, Tier
@@ -322,6 +322,8 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
     if session is not None:
         session.findings.extend(findings)
         out.document = session.document(_document_meta(run, out, trial_dir))
+        # The session id is the harness's API key: revoke it now that the rollout is over.
+        context.registry.delete(session.id)
         problems = validate_document(out.document)
         if problems:
             log.error("rollout %s: document fails its schema: %s", run.id, problems)

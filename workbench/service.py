@@ -176,8 +176,12 @@ class WorkbenchService:
     def serve_proxy(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve the capture app with uvicorn on a daemon thread (port 0 = a free one); sets and
         returns `proxy_url`. The CLI and tests use it; the app mounts `capture_app` instead."""
-        if self._proxy_server is not None:
-            return self.proxy_url or ""
+        with self._lock:
+            if self._proxy_server is None:
+                self._start_proxy(host, port)
+        return self.proxy_url or ""
+
+    def _start_proxy(self, host: str, port: int) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -196,7 +200,6 @@ class WorkbenchService:
         self._proxy_server, self._proxy_thread = server, thread
         if self.settings.public_url is None:
             self.proxy_url = f"http://{host}:{bound_port}"
-        return self.proxy_url or ""
 
     def start_embedded_engine(self, script: Path | ScriptPolicy | None = None) -> EngineRef:
         """Start the CPU reference engine on a free loopback port, scripted with `script` (default:

@@ -1,0 +1,55 @@
+"""Eight rollouts at once, each on its own thread and event loop, all complete; the history
+survives a restart of the store."""
+
+import time
+
+import pytest
+
+from tests.fixtures.rollouts import leftover_processes, make_service, needs_local_sandbox
+from workbench.datasets import resolve_dataset
+from workbench.rollout import RolloutRequest
+from workbench.store import Store
+
+pytestmark = [pytest.mark.slow, needs_local_sandbox]
+
+
+def test_eight_rollouts_on_several_loops_all_complete(tmp_path):
+    service = make_service(tmp_path, max_rollouts=8, max_sandbox_creates=3)
+    try:
+        tasks = resolve_dataset("demo").tasks
+        engine = service.start_embedded_engine()
+        run_ids = [
+            service.submit(
+                RolloutRequest(
+                    dataset="demo",
+                    task=tasks[k % len(tasks)].name,
+                    harness="terminus-2",
+                    sandbox="local",
+                    engine=engine,
+                    timeout_s=240,
+                )
+            )
+            for k in range(8)
+        ]
+        results = [service.wait(run_id, timeout=300) for run_id in run_ids]
+        assert all(r is not None for r in results)
+        failures = [(r.id, r.error) for r in results if not r.ok]
+        assert failures == []
+        assert all(r.reward == 1.0 and r.turns >= 2 for r in results)
+        assert [r.id for r in results] == run_ids  # submit ids are the rollout ids
+        assert service.sandbox_slots.in_use == 0 and service.rollout_slots.in_use == 0
+        for r in results:
+            assert leftover_processes(r.trial_dir.rsplit("/", 1)[-1]) == []
+    finally:
+        service.close()
+
+    reopened = Store(tmp_path)
+    rows = {row.id: row for row in reopened.list_rollouts()}
+    assert set(run_ids) <= set(rows)
+    for run_id in run_ids:
+        assert rows[run_id].ok and rows[run_id].reward == 1.0
+        doc = reopened.get_document(run_id)
+        assert doc["ids"]["rollout"] == run_id and doc["reward"] == 1.0
+        turns_log = reopened.documents_dir / f"{run_id}.turns.jsonl"
+        assert len(turns_log.read_text().splitlines()) == rows[run_id].turns
+    assert time.time() - min(r.created_at for r in rows.values()) < 600

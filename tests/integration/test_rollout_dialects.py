@@ -1,0 +1,70 @@
+"""terminus-2 in each dialect it speaks, against the scripted reference engine, in the local
+sandbox: a real Harbor trial that ends in a real reward with every model call captured."""
+
+from pathlib import Path
+
+import pytest
+
+from capture.document import validate_document
+from capture.types import Dialect
+from tests.fixtures.rollouts import leftover_processes, make_service, needs_local_sandbox
+from workbench.datasets import resolve_dataset
+from workbench.rollout import RolloutRequest
+
+pytestmark = [pytest.mark.slow, needs_local_sandbox]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    service = make_service(tmp_path_factory.mktemp("home"))
+    yield service
+    service.close()
+
+
+# terminus-2's LiteLLM chains Responses calls with `previous_response_id` (harbor/llms/chat.py:93)
+# and sends only the new prompt; the proxy keeps no server-side response storage yet and refuses.
+RESPONSES_CHAINING = pytest.mark.xfail(
+    strict=True, reason="capture proxy does not serve previous_response_id (terminus-2 needs it)"
+)
+
+
+@pytest.mark.parametrize(
+    "dialect", ["chat", pytest.param("responses", marks=RESPONSES_CHAINING), "anthropic"]
+)
+async def test_terminus_2_solves_a_demo_task_in_each_dialect(service, dialect: Dialect):
+    engine = service.start_embedded_engine()
+    request = RolloutRequest(
+        dataset="demo",
+        task=resolve_dataset("demo").tasks[0].name,
+        harness="terminus-2",
+        sandbox="local",
+        engine=engine,
+        dialect=dialect,
+        timeout_s=120,
+    )
+    phases: list[str] = []
+    result = await service.run(request, phases.append)
+
+    assert result.error is None, result.error
+    assert (result.ok, result.reward, result.tier) == (True, 1.0, "tokens")
+    assert result.turns >= 2
+    doc = result.document
+    assert validate_document(doc) == []
+    assert doc["harness"]["dialect"] == dialect
+    agent_turns = [t for t in doc["turns"] if t["role"] == "agent" and not t["discarded"]]
+    assert len(agent_turns) >= 2
+    assert len({t["root"] for t in agent_turns}) == 1  # one conversation, not fragments
+    assert all(t["prompt_token_ids"] and t["completion_token_ids"] for t in agent_turns)
+    assert result.atif is not None and result.atif.verdict == "match", result.atif
+    assert doc["atif"]["verdict"] == "match"
+    assert doc["reward_provenance"] in ("verifier/reward.txt", "verifier/reward.json")
+    assert phases[:1] == ["booting"] and "agent" in phases and "verifying" in phases
+    assert phases[-1] == "done"
+    # Stored, and no sandbox process outlived the trial.
+    assert service.store.get(result.id).reward == 1.0
+    trial_name = result.trial_dir.rsplit("/", 1)[-1]
+    assert leftover_processes(trial_name) == []
+    # The session id (the harness's API key) never lands in the trial dir.
+    for path in Path(result.trial_dir).rglob("*"):
+        if path.is_file():
+            assert result.session_id not in path.read_text(errors="replace"), path

@@ -1,0 +1,130 @@
+"""Every way a rollout fails comes back as ok=False with a typed kind, the right reward (None when
+never graded, never 0), and no sandbox process left behind."""
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from capture.document import validate_document
+from capture.engines import EngineRef
+from tests.fixtures.rollouts import (
+    FIXTURE_TASKS,
+    leftover_processes,
+    make_service,
+    needs_local_sandbox,
+)
+from workbench.rollout import RolloutRequest, RolloutResult
+from workbench.service import WorkbenchService
+
+pytestmark = [pytest.mark.slow, needs_local_sandbox]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    service = make_service(tmp_path_factory.mktemp("home"))
+    yield service
+    service.close()
+
+
+def _request(service: WorkbenchService, task: str, **over) -> RolloutRequest:
+    fields = dict(
+        dataset=str(FIXTURE_TASKS),
+        task=task,
+        harness="terminus-2",
+        sandbox="local",
+        engine=service.start_embedded_engine(),
+        timeout_s=90,
+    )
+    fields.update(over)
+    return RolloutRequest(**fields)
+
+
+def _assert_failed(result: RolloutResult, kind: str) -> None:
+    assert result.ok is False
+    assert result.error is not None and result.error.kind == kind, result.error
+    assert result.document_path is not None
+    if result.trial_dir is not None:
+        assert leftover_processes(result.trial_dir.rsplit("/", 1)[-1]) == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_engine_unreachable(service):
+    dead = EngineRef(url=f"http://127.0.0.1:{_closed_port()}")
+    result = await service.run(_request(service, "two-keys", engine=dead))
+    _assert_failed(result, "engine_unreachable")
+    assert result.reward is None and result.trial_dir is None  # no sandbox was ever created
+    assert "127.0.0.1" in result.error.message
+    assert validate_document(result.document) == []
+
+
+async def test_verifier_without_reward_file_is_none_not_zero(service):
+    result = await service.run(_request(service, "no-reward"))
+    _assert_failed(result, "verifier_failed")
+    assert result.reward is None and result.rewards is None
+    assert result.turns >= 2  # the agent did run
+    assert result.document["reward"] is None
+
+
+async def test_two_reward_keys_without_reward_key_is_ambiguous(service):
+    result = await service.run(_request(service, "two-keys"))
+    _assert_failed(result, "reward_ambiguous")
+    assert result.reward is None
+    assert result.rewards == {"passed": 1, "style": 0.5}  # verbatim
+    assert "reward_key" in result.error.message
+
+
+async def test_two_reward_keys_with_reward_key_is_ok(service):
+    result = await service.run(_request(service, "two-keys", reward_key="style"))
+    assert result.ok, result.error
+    assert (result.reward, result.reward_key) == (0.5, "style")
+
+
+async def test_nop_harness_makes_no_model_calls(service):
+    result = await service.run(_request(service, "two-keys", harness="nop"))
+    _assert_failed(result, "no_model_calls")
+    assert result.turns == 0
+    assert result.rewards == {"passed": 1, "style": 0.5}  # the verifier still ran
+
+
+async def test_deadline_stops_the_agent_and_the_sandbox(service):
+    started = time.monotonic()
+    result = await service.run(_request(service, "sleeper", timeout_s=12))
+    _assert_failed(result, "timeout")
+    assert time.monotonic() - started < 12 + 40  # deadline + Harbor's shielded stop
+    assert result.reward is None
+    assert result.trial_dir is not None
+
+
+async def test_cancellation_mid_run_stops_the_sandbox(service):
+    run_id = service.submit(_request(service, "sleeper", timeout_s=120))
+    deadline = time.monotonic() + 60
+    while service.status(run_id).phase != "agent":
+        assert time.monotonic() < deadline, service.status(run_id)
+        await asyncio.sleep(0.1)
+    while (service.status(run_id).session.turns if service.status(run_id).session else 0) < 1:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    assert service.cancel(run_id) is True
+    result = await asyncio.to_thread(service.wait, run_id, 60)
+    assert result is not None
+    _assert_failed(result, "cancelled")
+    assert result.reward is None
+    assert service.status(run_id).state == "done"
+    assert service.cancel(run_id) is False  # already done
+
+
+async def test_sandbox_whose_preflight_fails_is_unavailable(service):
+    sandbox = "tests.fixtures.sandboxes:NoCredentialsSandbox"
+    before = set(service.store.jobs_dir.rglob("result.json"))
+    result = await service.run(_request(service, "two-keys", sandbox=sandbox))
+    _assert_failed(result, "sandbox_unavailable")
+    assert "NOCRED_API_KEY" in result.error.message  # says what to do
+    assert result.reward is None and result.trial_dir is None
+    assert set(service.store.jobs_dir.rglob("result.json")) == before  # no trial ran
