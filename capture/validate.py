@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # the graph imports nothing from here; keep the import one-wa
     from capture.graph import RolloutGraph
 
 
+_DROPPED = "(dropped)"
+
+
 class Finding(BaseModel):
     level: FindingLevel
     code: str
@@ -63,19 +66,15 @@ def check_turn(turn: Turn, tier: Tier, index: int | None = None) -> list[Finding
             "empty_completion",
             f"the call sampled nothing (finish_reason={turn.finish_reason!r})",
         )
-    changed = sorted(
-        k
-        for k in turn.sampling_requested.keys() & turn.sampling_applied.keys()
-        if turn.sampling_requested[k] != turn.sampling_applied[k]
-    )
+    requested, applied = turn.sampling_requested, turn.sampling_applied
+    changed = sorted(k for k in requested if applied.get(k, _DROPPED) != requested[k])
     if changed:
-        pairs = ", ".join(
-            f"{k}: {turn.sampling_requested[k]!r} -> {turn.sampling_applied[k]!r}" for k in changed
-        )
+        pairs = ", ".join(f"{k}: {requested[k]!r} -> {applied.get(k, _DROPPED)!r}" for k in changed)
         add(
             "INFO",
             "sampling_neutralised",
-            f"sampling knobs set to no-op values so logprobs match the sampler: {pairs}",
+            "sampling knobs changed before the engine call (no-op values so logprobs match "
+            f"the sampler, or a clamp): {pairs}",
         )
     return out
 

@@ -58,6 +58,20 @@ def test_neutralised_sampling_knobs_are_info():
     assert "top_p: 0.9 -> 1.0" in finding.message and "temperature" not in finding.message
 
 
+def test_a_dropped_or_clamped_knob_is_reported():
+    turn = Turn(
+        SYSTEM,
+        [1],
+        [-0.1],
+        content="x",
+        sampling_requested={"top_k": 20, "max_tokens": 100_000},
+        sampling_applied={"max_tokens": 8192},
+    )
+    (finding,) = check_turn(turn, "tokens")
+    assert "max_tokens: 100000 -> 8192" in finding.message
+    assert "top_k: 20 -> '(dropped)'" in finding.message
+
+
 def test_no_model_calls_is_fatal():
     (finding,) = check_rollout(RolloutGraph(), agentic=True, tier="tokens")
     assert (finding.level, finding.code) == ("FATAL", "no_model_calls")
