@@ -140,6 +140,43 @@ def push(
     typer.echo(f"deployed {result.repo_id}: {result.url} (secrets: {', '.join(result.secrets)})")
 
 
+@app.command()
+def info(
+    engine: str | None = typer.Option(None, help="Engine URL to probe for its tier."),
+    dataset: list[str] | None = typer.Option(None, help="Dataset spec (repeatable; default demo)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Report the engine's tier, usable sandboxes, datasets and harnesses (boots nothing)."""
+    from workbench.info import info_command
+
+    raise typer.Exit(info_command(engine=engine, datasets=dataset or [], as_json=as_json))
+
+
+@app.command()
+def export(
+    documents: list[Path] = typer.Argument(..., help="Rollout document JSON files."),
+    out: Path = typer.Option(..., help="JSONL file to write."),
+    shape: str = typer.Option("trace", help="'trace' (TRL TraceEntry per turn) or 'sequences'."),
+) -> None:
+    """Convert rollout documents into trainer JSONL (one record per agent turn or sequence)."""
+    import json
+
+    from capture.exporters import sequence_records, trace_entries, write_jsonl
+
+    shapes = {"trace": trace_entries, "sequences": sequence_records}
+    if shape not in shapes:
+        typer.echo(f"error: --shape must be one of {', '.join(shapes)}", err=True)
+        raise typer.Exit(2)
+    records = []
+    for path in documents:
+        try:
+            records += shapes[shape](json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:  # unreadable, not JSON, or not a rollout document
+            typer.echo(f"error: {path}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+    typer.echo(f"wrote {write_jsonl(records, out)} {shape} records to {out}")
+
+
 def main() -> None:
     app()
 
