@@ -15,6 +15,7 @@ from tests.fixtures.rollouts import (
     make_service,
     needs_local_sandbox,
 )
+from tests.fixtures.sandboxes import RateLimitedOnceSandbox
 from workbench.rollout import RolloutRequest, RolloutResult
 from workbench.service import WorkbenchService
 
@@ -128,3 +129,14 @@ async def test_sandbox_whose_preflight_fails_is_unavailable(service):
     assert "NOCRED_API_KEY" in result.error.message  # says what to do
     assert result.reward is None and result.trial_dir is None
     assert set(service.store.jobs_dir.rglob("result.json")) == before  # no trial ran
+
+
+async def test_rate_limited_sandbox_creation_is_retried_with_backoff(service):
+    RateLimitedOnceSandbox.creates = 0
+    sandbox = "tests.fixtures.sandboxes:RateLimitedOnceSandbox"
+    started = time.monotonic()
+    result = await service.run(_request(service, "two-keys", sandbox=sandbox, reward_key="style"))
+    assert result.ok, result.error
+    assert RateLimitedOnceSandbox.creates == 2  # refused once, then created
+    assert time.monotonic() - started >= 1.0  # waited (jittered 2 s x [0.5, 1.5]) before retrying
+    assert leftover_processes(result.trial_dir.rsplit("/", 1)[-1]) == []
