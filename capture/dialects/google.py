@@ -20,6 +20,7 @@ from capture.dialects.answer import (
     dump_arguments,
     sign,
     suffix,
+    unsign,
 )
 from capture.dialects.base import AuxAnswer, AuxEngine, ChatCall, DialectError, Route
 from capture.dialects.inputs import (
@@ -74,6 +75,14 @@ def get(obj: Any, camel: str) -> Any:
 def thought_signature(text: str) -> str:
     # The SDK holds signatures as bytes, so they must be base64 (a `cap1:` prefix is not).
     return base64.urlsafe_b64encode(sign(text).encode()).decode()
+
+
+def signed_thought(signature: Any) -> str | None:
+    """The reasoning inside one of our thought signatures; None for anyone else's."""
+    try:
+        return unsign(base64.urlsafe_b64decode(signature).decode())
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return None
 
 
 class GoogleDialect:
@@ -176,8 +185,12 @@ class GoogleDialect:
     def _model_message(self, parts: list[dict[str, Any]], index: int) -> dict[str, Any]:
         texts: list[str] = []
         thoughts: list[str] = []
+        signed: list[str] = []
         calls: list[dict[str, Any]] = []
         for number, part in enumerate(parts):
+            thought = signed_thought(get(part, "thoughtSignature"))
+            if thought is not None:
+                signed.append(thought)
             call = get(part, "functionCall")
             if call is not None:
                 call = as_object(call, "functionCall")
@@ -190,7 +203,10 @@ class GoogleDialect:
             elif isinstance(part.get("text"), str):
                 (thoughts if part.get("thought") else texts).append(part["text"])
         content = "".join(texts) if texts else None
-        return self.memory.recall(assistant_message(content, "".join(thoughts) or None, calls))
+        # gemini-cli drops thought parts from its history but keeps the signatures, which carry
+        # the same reasoning: without it the replayed turn would not extend the sampled prompt.
+        reasoning = "".join(thoughts) or next((t for t in signed if t), None)
+        return self.memory.recall(assistant_message(content, reasoning, calls))
 
     # -- answer ----------------------------------------------------------------------------
 
@@ -360,7 +376,11 @@ def _part_groups(answer: Answer) -> list[list[dict[str, Any]]]:
         signature = thought_signature(answer.reasoning)
         groups.append([{"text": answer.reasoning, "thought": True, "thoughtSignature": signature}])
     if answer.content or not answer.tool_calls:
-        groups.append([{"text": answer.content or ""}])
+        text: dict[str, Any] = {"text": answer.content or ""}
+        if answer.reasoning and not answer.tool_calls:
+            # Gemini signs the last part when there is no call; clients keep it in history.
+            text["thoughtSignature"] = thought_signature(answer.reasoning)
+        groups.append([text])
     calls = [
         {"functionCall": {"id": call.id, "name": call.name, "args": call.input}}
         for call in answer.tool_calls

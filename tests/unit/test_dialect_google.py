@@ -213,6 +213,24 @@ def test_replayed_function_call_reproduces_the_engine_arguments_string(arguments
     assert messages[2]["tool_call_id"] == "c1"
 
 
+@pytest.mark.parametrize("calls", [[("c1", "ls", '{"d": "."}')], []])
+def test_reasoning_comes_back_from_the_signature_when_the_client_drops_thought_parts(calls):
+    dialect = GoogleDialect()
+    reply = engine_reply("Looking.", reasoning="I should look.", calls=calls)
+    content = dialect.render(reply, ChatCall({}, False))["candidates"][0]["content"]
+    kept = [part for part in content["parts"] if not part.get("thought")]  # as gemini-cli does
+    assert any("thoughtSignature" in part for part in kept)
+    messages = translate(GoogleDialect(), {"contents": [{"role": "model", "parts": kept}]}).body
+    assert messages["messages"][0]["reasoning"] == "I should look."
+    foreign = [{"text": "x", "thoughtSignature": "skip_thought_signature_validator"}]
+    assert (
+        "reasoning"
+        not in translate(dialect, {"contents": [{"role": "model", "parts": foreign}]}).body[
+            "messages"
+        ][0]
+    )
+
+
 def test_errors_in_google_shape():
     dialect = GoogleDialect()
     assert dialect.error_body(401, "unknown key", "authentication_error") == {
