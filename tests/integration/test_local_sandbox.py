@@ -225,3 +225,31 @@ async def test_cancelled_trial_stops_its_sandbox(tmp_path):
         await running
     assert marked_pids(session) == []
     assert not any((tmp_path / "roots").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("network_line", "reward"),
+    [
+        ('network_mode = "no-network"', 0.0),
+        ("allow_internet = false", 0.0),  # the deprecated spelling, mapped by Harbor
+        ('network_mode = "public"', 1.0),
+    ],
+)
+async def test_trial_network_policy_reaches_the_sandbox(tmp_path, network_line, reward):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    task = tmp_path / "net-task"
+    shutil.copytree(DEMO_DIR / "hello-file", task)
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(toml.replace('network_mode = "no-network"', network_line))
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"
+    (task / "solution" / "solve.sh").write_text(
+        f"#!/bin/bash\npython3 -c \"{connect}\" && printf 'Hello, Harbor!\\n' > /app/hello.txt\n"
+    )
+    try:
+        _, result = await run_trial(task, "oracle", tmp_path / "trials")
+    finally:
+        server.close()
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": reward}

@@ -107,3 +107,20 @@ def test_bad_specs(resolver, spec):
 def test_directory_without_tasks(resolver, tmp_path):
     with pytest.raises(DatasetError, match="no Harbor task directories"):
         resolver.resolve(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("line", "network", "mode"),
+    [
+        ('network_mode = "no-network"', False, "no-network"),
+        ("allow_internet = false", False, "no-network"),
+        ("", True, "public"),
+    ],
+)
+def test_network_policy_is_read_from_task_toml(resolver, tmp_path, line, network, mode):
+    task = tmp_path / "task"
+    shutil.copytree(DEMO_DIR / "hello-file", task)
+    toml = (task / "task.toml").read_text().replace('network_mode = "no-network"', line)
+    (task / "task.toml").write_text(toml)
+    info = resolver.resolve(str(task)).tasks[0]
+    assert (info.network, info.network_mode) == (network, mode)
