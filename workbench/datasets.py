@@ -212,7 +212,8 @@ class DatasetResolver:
             repo = resolve_repo_source(location)
         except ValueError as exc:
             raise DatasetError(f"Not a git repository spec: {location} ({exc}).") from exc
-        _require_network(repo.host, f"the git repository {repo.git_url}")
+        ssh = repo.git_url.startswith(("git@", "ssh://"))
+        _require_network(repo.host, f"the git repository {repo.git_url}", port=22 if ssh else 443)
         client = GitRepoRegistryClient(repo)
         metadata = _run(client.get_dataset_metadata(selector), what=spec)
         return Dataset(
@@ -332,8 +333,8 @@ def probe(host: str, port: int = 443, timeout_s: float = PROBE_TIMEOUT_S) -> str
     return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
 
 
-def _require_network(host: str, what: str) -> None:
-    problem = probe(host)
+def _require_network(host: str, what: str, port: int = 443) -> None:
+    problem = probe(host, port)
     if problem:
         raise DatasetError(
             f"Cannot reach {what} ({host}: {problem}); it needs the network. Offline, use a "

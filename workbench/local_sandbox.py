@@ -431,6 +431,12 @@ def bwrap_problem(bwrap: str = "bwrap") -> str | None:
             f"bubblewrap ({bwrap}) is not installed: install it "
             "(`apt-get install bubblewrap`, `dnf install bubblewrap`) and retry."
         )
+    usage = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
+    if "--pidns" not in usage:
+        return (
+            f"{exe} is too old: it cannot join a PID namespace (--pidns, bubblewrap >= 0.4). "
+            "Install a newer bubblewrap."
+        )
     probe = [exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     probe += ["--unshare-user", "--unshare-pid", "--unshare-net", "--", "true"]
     try:
