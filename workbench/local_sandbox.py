@@ -143,6 +143,7 @@ class LocalSandbox(BaseEnvironment):
                 os.kill(self._init_pid, signal.SIGKILL)
             self._init_pid = None
         if self._keeper is not None:
+            _kill_group(self._keeper.pid)
             await self._keeper.wait()
             self._keeper = None
         kill_marked_processes(self.session_id)
@@ -200,6 +201,7 @@ class LocalSandbox(BaseEnvironment):
             if ready.strip() != b"ready":
                 _kill_group(self._keeper.pid)
                 stderr = await self._keeper.stderr.read() if self._keeper.stderr else b""
+                await self._keeper.wait()
                 raise RuntimeError(
                     "The local sandbox could not start bubblewrap: "
                     f"{stderr.decode(errors='replace').strip() or 'no output'}. "
@@ -225,7 +227,7 @@ class LocalSandbox(BaseEnvironment):
         timeout_sec: int | None = None,
         user: str | int | None = None,
     ) -> ExecResult:
-        self._resolve_user(user)  # runs as the host uid; see the module docstring
+        del user  # every command runs as the host uid (see the module docstring)
         if not self._ns_fds:
             raise RuntimeError("The local sandbox is not started (call start() first).")
         argv = [

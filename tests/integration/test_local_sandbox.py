@@ -32,7 +32,9 @@ def marker(session_id: str) -> bytes:
     return f"{MARKER_ENV}={session_id}".encode()
 
 
-def make_sandbox(tmp_path: Path, *, network: NetworkMode = NetworkMode.PUBLIC) -> LocalSandbox:
+def make_sandbox(
+    tmp_path: Path, *, network: NetworkMode = NetworkMode.PUBLIC, **options
+) -> LocalSandbox:
     trial_paths = TrialPaths(tmp_path / "trial")
     trial_paths.mkdir()
     return LocalSandbox(
@@ -43,6 +45,7 @@ def make_sandbox(tmp_path: Path, *, network: NetworkMode = NetworkMode.PUBLIC) -
         task_env_config=TaskEnvironmentConfig(workdir="/app", network_mode=network),
         network_policy=NetworkPolicy(network_mode=network),
         root_base=tmp_path / "roots",
+        **options,
     )
 
 
@@ -175,6 +178,16 @@ async def test_stop_leaves_no_process_and_removes_root(tmp_path):
     await env.stop(delete=True)
     assert marked_pids(marker(env.session_id)) == []
     assert not root.exists()
+
+
+async def test_a_sandbox_that_cannot_start_says_so_and_stops_cleanly(tmp_path):
+    env = make_sandbox(tmp_path, bwrap="false")
+    with pytest.raises(RuntimeError, match="could not start bubblewrap"):
+        await env.start(force_build=False)
+    with pytest.raises(RuntimeError, match="not started"):
+        await env.exec("true")
+    await env.stop(delete=True)
+    assert not env.root.exists()
 
 
 async def test_stop_can_keep_root(tmp_path):
