@@ -51,6 +51,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # systems). Everything else under `/` lives in the per-trial root.
 HOST_READ_ONLY = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 NO_ACCESS = ("proc", "dev")
+BUILD_FILES = ("Dockerfile", "docker-compose.yaml", "docker-compose.yml")
 KEEPER_READY_TIMEOUT_S = 10.0
 # After the command exits, a background child may still hold the output pipe open (`cmd &`):
 # read what is already there, then stop waiting for it.
@@ -101,7 +102,11 @@ class LocalSandbox(BaseEnvironment):
                 )
         base = self.options.root_base or Path(tempfile.gettempdir()) / "workbench-sandboxes"
         self.root = (base / _safe_name(self.session_id)).absolute()
-        self.workdir = self.task_env_config.workdir or self.options.default_workdir
+        self.workdir = (
+            self.task_env_config.workdir
+            or _dockerfile_workdir(self.environment_dir)
+            or self.options.default_workdir
+        )
         self._keeper: asyncio.subprocess.Process | None = None
         self._init_pid: int | None = None
         self._ns_fds: tuple[int, ...] = ()
@@ -116,7 +121,16 @@ class LocalSandbox(BaseEnvironment):
         return EnvironmentCapabilities(mounted=True, disable_internet=True)
 
     def _validate_definition(self) -> None:
-        """Nothing to validate: bubblewrap builds no image, any task directory runs."""
+        """Any task directory runs; one that expects an image build is warned about."""
+        built = [n for n in BUILD_FILES if (self.environment_dir / n).exists()]
+        if built and not self.task_env_config.docker_image:
+            self.logger.warning(
+                "The local sandbox builds no image: %s of %s is ignored (only its WORKDIR is "
+                "used), so the task sees this machine's /usr and none of the files the build "
+                "would add.",
+                built[0],
+                self.environment_name,
+            )
 
     @classmethod
     def preflight(cls, kwargs: dict | None = None) -> None:
@@ -488,6 +502,20 @@ def marked_pids(marker: bytes) -> list[int]:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _dockerfile_workdir(environment_dir: Path) -> str | None:
+    """The last absolute WORKDIR of the task's Dockerfile: where Docker would run commands."""
+    try:
+        lines = (environment_dir / "Dockerfile").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    workdirs = [
+        parts[1]
+        for parts in (line.split() for line in lines)
+        if len(parts) == 2 and parts[0].upper() == "WORKDIR" and parts[1].startswith("/")
+    ]
+    return workdirs[-1] if workdirs else None
 
 
 def _safe_name(session_id: str) -> str:

@@ -33,7 +33,11 @@ def marker(session_id: str) -> bytes:
 
 
 def make_sandbox(
-    tmp_path: Path, *, network: NetworkMode = NetworkMode.PUBLIC, **options
+    tmp_path: Path,
+    *,
+    network: NetworkMode = NetworkMode.PUBLIC,
+    workdir: str | None = "/app",
+    **options,
 ) -> LocalSandbox:
     trial_paths = TrialPaths(tmp_path / "trial")
     trial_paths.mkdir()
@@ -42,7 +46,7 @@ def make_sandbox(
         environment_name="probe",
         session_id=f"probe-{uuid.uuid4().hex[:8]}__env",
         trial_paths=trial_paths,
-        task_env_config=TaskEnvironmentConfig(workdir="/app", network_mode=network),
+        task_env_config=TaskEnvironmentConfig(workdir=workdir, network_mode=network),
         network_policy=NetworkPolicy(network_mode=network),
         root_base=tmp_path / "roots",
         **options,
@@ -188,6 +192,21 @@ async def test_a_sandbox_that_cannot_start_says_so_and_stops_cleanly(tmp_path):
         await env.exec("true")
     await env.stop(delete=True)
     assert not env.root.exists()
+
+
+async def test_dockerfile_task_uses_its_workdir_and_is_warned_about(tmp_path, caplog):
+    (tmp_path / "environment").mkdir()
+    (tmp_path / "environment" / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nWORKDIR /srv\nRUN pip install x\nWORKDIR /srv/work\n"
+    )
+    with caplog.at_level("WARNING"):
+        env = make_sandbox(tmp_path, workdir=None)
+    assert "builds no image" in caplog.text
+    await env.start(force_build=False)
+    try:
+        assert (await env.exec("pwd")).stdout.strip() == "/srv/work"
+    finally:
+        await env.stop(delete=True)
 
 
 async def test_stop_can_keep_root(tmp_path):
