@@ -75,6 +75,7 @@ def test_tables_without_engine():
     assert "harbor[e2b]" in out  # reasons are printed literally, not as markup
 
 
+@pytest.mark.slow
 def test_invalid_engine_url_is_reported():
     report = json.loads(invoke("--engine", "not-a-url", "--json").stdout)
     assert not report["engine"]["probed"]

@@ -5,6 +5,9 @@ from harbor.agents.factory import AgentFactory
 
 from workbench.harnesses import get_harness, harness_catalogue
 
+# Building the catalogue imports all of Harbor's ~50 agent modules once (several seconds).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def catalogue():
