@@ -6,6 +6,7 @@ embedded` starts the reference engine (demo script) in-process too.
 
 import asyncio
 import json
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -20,11 +21,16 @@ from capture.sessions import Session
 from capture.types import DIALECTS, Dialect
 from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
 from workbench.golden import OracleResult, run_oracle
+from workbench.harnesses import get_harness
 from workbench.rollout import RolloutRequest, RolloutResult
+from workbench.sandboxes import get_sandbox
 from workbench.service import WorkbenchService
 from workbench.settings import Settings
 
 PHASE_STEPS = {"queued": 0, "booting": 1, "agent": 2, "verifying": 3, "done": 4}
+# LiteLLM warns on every rollout that the served model has no built-in price; it is not ours to
+# price, and the warning would break the progress bars.
+logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 
 
 class UsageError(Exception):
@@ -83,6 +89,7 @@ def rollout_command(
             raise UsageError("-n and --concurrency must be at least 1")
         (info,) = pick_tasks(dataset, task, task_index)
         engine_ref = None if engine == "embedded" else _engine_ref(engine)
+        _check_harness_and_sandbox(harness, sandbox)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
@@ -119,6 +126,18 @@ def rollout_command(
                 shutil.copy(result.document_path, out / f"{result.id}.json")
     _print_summary(console, results, out)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _check_harness_and_sandbox(harness: str, sandbox: str) -> None:
+    """Refuse an unknown harness or an unusable sandbox before anything starts (this also pays
+    Harbor's agent imports up front, so rollout timings measure rollouts)."""
+    try:
+        get_harness(harness)
+        info = get_sandbox(sandbox)
+    except (KeyError, ImportError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from exc
+    if not info.usable:
+        raise UsageError(f"sandbox {sandbox!r} is not usable here: {info.reason}")
 
 
 def _engine_ref(engine: str) -> EngineRef:
@@ -182,12 +201,12 @@ async def _run_many(
 
 def _print_summary(console: Console, results: list[RolloutResult], out: Path | None) -> None:
     table = Table(title="rollouts")
-    for column in ("#", "id", "ok", "reward", "turns", "tokens", "tier", "atif", "s", "error"):
-        table.add_column(column)
+    for column in ("#", "ok", "reward", "turns", "tokens", "tier", "atif", "s"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("error", overflow="fold")
     for k, r in enumerate(results):
         table.add_row(
             str(k),
-            r.id,
             "[green]ok[/green]" if r.ok else "[red]no[/red]",
             "None" if r.reward is None else f"{r.reward:g}",
             str(r.turns),
@@ -198,9 +217,9 @@ def _print_summary(console: Console, results: list[RolloutResult], out: Path | N
             f"{r.error.kind}: {r.error.message}" if r.error else "",
         )
     console.print(table)
-    for r in results:
+    for k, r in enumerate(results):
         path = out / f"{r.id}.json" if out is not None else r.document_path
-        console.print(f"document: {path}", soft_wrap=True)
+        console.print(f"#{k} document: {path}", soft_wrap=True)
 
 
 def golden_command(

@@ -16,6 +16,8 @@ from tests.fixtures.rollouts import (
     needs_local_sandbox,
 )
 from tests.fixtures.sandboxes import RateLimitedOnceSandbox
+from workbench.engine.config import EngineConfig
+from workbench.engine.runner import EngineServer
 from workbench.rollout import RolloutRequest, RolloutResult
 from workbench.service import WorkbenchService
 
@@ -140,3 +142,11 @@ async def test_rate_limited_sandbox_creation_is_retried_with_backoff(service):
     assert RateLimitedOnceSandbox.creates == 2  # refused once, then created
     assert time.monotonic() - started >= 1.0  # waited (jittered 2 s x [0.5, 1.5]) before retrying
     assert leftover_processes(result.trial_dir.rsplit("/", 1)[-1]) == []
+
+
+async def test_engine_without_token_ids_is_not_trainable(service):
+    with EngineServer(EngineConfig(token_ids=False)) as engine:
+        result = await service.run(_request(service, "two-keys", engine=EngineRef(url=engine.url)))
+    _assert_failed(result, "engine_not_trainable")
+    assert result.tier in ("logprobs", "text") and result.trial_dir is None
+    assert "tokens" in result.error.message
