@@ -3,11 +3,13 @@
 import json
 
 import pytest
+from typer.testing import CliRunner
 
-from capture.document import DocumentMeta, build_document
+from capture.document import DocumentError, DocumentMeta, build_document
 from capture.exporters import sequence_records, trace_entries, write_jsonl
 from capture.graph import RolloutGraph
 from capture.turns import Turn
+from workbench.cli import app
 
 SYSTEM = list(range(1000, 1040))
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
@@ -71,3 +73,31 @@ def test_write_jsonl_writes_one_strict_json_object_per_line(doc, tmp_path):
 def test_write_jsonl_refuses_nan(tmp_path):
     with pytest.raises(ValueError):
         write_jsonl([{"x": float("nan")}], tmp_path / "bad.jsonl")
+
+
+def test_not_a_rollout_document_is_refused_clearly():
+    with pytest.raises(DocumentError, match="not a 'harbor-workbench/rollout/1' rollout document"):
+        trace_entries({"schema": "other/1"})
+
+
+def test_cli_export_writes_trainer_jsonl_from_documents(tmp_path):
+    docs = []
+    for k, compact in enumerate((False, True)):
+        meta = DocumentMeta(ids={"rollout": f"r{k}"})
+        path = tmp_path / f"r{k}.json"
+        path.write_text(json.dumps(build_document(rollout(), [], meta, compact=compact)))
+        docs.append(str(path))
+    out = tmp_path / "train.jsonl"
+    result = CliRunner().invoke(app, ["export", *docs, "--out", str(out), "--shape", "sequences"])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["rollout_id"] for r in records] == ["r0"] * 3 + ["r1"] * 3
+    assert "wrote 6 sequences records" in result.output
+
+
+def test_cli_export_names_the_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(app, ["export", str(bad), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 1
+    assert "bad.json" in result.output
