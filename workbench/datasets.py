@@ -12,12 +12,15 @@ A spec is one string:
   the network; offline this fails fast with a clear error, it never hangs)
 
 Remote tasks are downloaded as real files (never symlinks) under the cache directory. Resolved
-task lists are cached: local ones until a task file changes, remote ones for `REMOTE_TTL_S`.
+task lists are cached in memory: local ones until a task file changes, remote ones for
+`REMOTE_TTL_S`. Remote task lists are also saved on disk, so a dataset downloaded once still
+resolves later when its registry is unreachable.
 """
 
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import os
 import shutil
 import socket
@@ -49,6 +52,10 @@ GIT_HOSTS = ("github.com/", "gitlab.com/", "huggingface.co/", "hf.co/")
 
 class DatasetError(Exception):
     """A dataset spec that cannot be resolved; the message says why and what to do."""
+
+
+class RegistryUnreachable(DatasetError):
+    """The registry or repository behind a remote spec cannot be reached from here."""
 
 
 class TaskInfo(BaseModel):
@@ -111,10 +118,17 @@ class _Cached:
 
 
 class DatasetResolver:
-    """Resolves specs to datasets and caches the task lists."""
+    """Resolves specs to datasets and caches the task lists.
+
+    cache_dir: remote tasks are downloaded to `cache_dir/tasks`; the task list of every
+    resolved remote spec is kept in `cache_dir/lists`, so a dataset downloaded once still
+    resolves when its registry is unreachable later (offline).
+    """
 
     def __init__(self, cache_dir: Path | None = None) -> None:
-        self.cache_dir = cache_dir or Settings().home / "cache" / "tasks"
+        cache_dir = cache_dir or Settings().home / "cache" / "datasets"
+        self.tasks_dir = cache_dir / "tasks"
+        self.lists_dir = cache_dir / "lists"
         self._cache: dict[str, _Cached] = {}
         self._lock = threading.Lock()
 
@@ -128,8 +142,15 @@ class DatasetResolver:
         fresh = cached and not refresh and now < cached.expires
         if fresh and cached.fingerprint == self._fingerprint(cached.dataset):
             return cached.dataset
-        dataset = self._resolve(spec)
+        try:
+            dataset = self._resolve(spec)
+        except RegistryUnreachable:
+            dataset = self._recall(spec)
+            if dataset is None:
+                raise
         remote = any(not _is_local(t.source) for t in dataset.tasks)
+        if remote:
+            self._remember(spec, dataset)
         entry = _Cached(
             dataset=dataset,
             fingerprint=self._fingerprint(dataset),
@@ -138,6 +159,26 @@ class DatasetResolver:
         with self._lock:
             self._cache[spec] = entry
         return dataset
+
+    def _list_path(self, spec: str) -> Path:
+        return self.lists_dir / f"{hashlib.sha256(spec.encode()).hexdigest()[:24]}.json"
+
+    def _remember(self, spec: str, dataset: Dataset) -> None:
+        self.lists_dir.mkdir(parents=True, exist_ok=True)
+        path = self._list_path(spec)
+        partial = path.with_suffix(".tmp")
+        partial.write_text(dataset.model_dump_json())
+        partial.replace(path)  # atomic: a reader never sees half a list
+
+    def _recall(self, spec: str) -> Dataset | None:
+        """The task list saved when `spec` last resolved, if all its tasks are still on disk."""
+        try:
+            dataset = Dataset.model_validate_json(self._list_path(spec).read_text())
+        except (OSError, ValueError):
+            return None
+        if not all(t.path.is_dir() for t in dataset.tasks):
+            return None
+        return dataset.model_copy(update={"source": f"{spec} (saved copy: registry unreachable)"})
 
     @staticmethod
     def _fingerprint(dataset: Dataset) -> tuple:
@@ -212,8 +253,7 @@ class DatasetResolver:
             repo = resolve_repo_source(location)
         except ValueError as exc:
             raise DatasetError(f"Not a git repository spec: {location} ({exc}).") from exc
-        ssh = repo.git_url.startswith(("git@", "ssh://"))
-        _require_network(repo.host, f"the git repository {repo.git_url}", port=22 if ssh else 443)
+        _require_network(repo.host, f"the git repository {repo.git_url}", _git_port(repo.git_url))
         client = GitRepoRegistryClient(repo)
         metadata = _run(client.get_dataset_metadata(selector), what=spec)
         return Dataset(
@@ -253,7 +293,7 @@ class DatasetResolver:
             from harbor.tasks.client import TaskClient
 
             result = _run(
-                TaskClient().download_tasks(remote, output_dir=self.cache_dir), what=source
+                TaskClient().download_tasks(remote, output_dir=self.tasks_dir), what=source
             )
             downloaded = dict(zip(remote, result.paths, strict=True))
             for path in result.paths:
@@ -308,6 +348,14 @@ def _materialize_links(root: Path) -> None:
             shutil.copy2(target, link)
 
 
+def _git_port(git_url: str) -> int:
+    """The port a git remote is reached on (scp-style `git@host:path` is ssh)."""
+    if git_url.startswith("git@"):
+        return 22
+    parts = urlsplit(git_url)
+    return parts.port or {"http": 80, "ssh": 22, "git": 9418}.get(parts.scheme, 443)
+
+
 def _host(url: str) -> str:
     return urlsplit(url).hostname or url
 
@@ -336,7 +384,7 @@ def probe(host: str, port: int = 443, timeout_s: float = PROBE_TIMEOUT_S) -> str
 def _require_network(host: str, what: str, port: int = 443) -> None:
     problem = probe(host, port)
     if problem:
-        raise DatasetError(
+        raise RegistryUnreachable(
             f"Cannot reach {what} ({host}: {problem}); it needs the network. Offline, use a "
             "local task directory, a local registry.json, or the bundled `demo` dataset."
         )

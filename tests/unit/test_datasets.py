@@ -2,7 +2,10 @@
 
 import json
 import shutil
+import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +127,81 @@ def test_network_policy_is_read_from_task_toml(resolver, tmp_path, line, network
     (task / "task.toml").write_text(toml)
     info = resolver.resolve(str(task)).tasks[0]
     assert (info.network, info.network_mode) == (network, mode)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def git_remote(tmp_path):
+    """A dataset repo (tasks/ + registry.json) served by a real `git daemon` on loopback."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    work = tmp_path / "work"
+    (work / "tasks").mkdir(parents=True)
+    for name in ("hello-file", "fix-bug"):
+        shutil.copytree(DEMO_DIR / name, work / "tasks" / name)
+    (work / "tasks" / "fix-bug" / "notes.md").symlink_to("instruction.md")
+    registry = [
+        {
+            "name": "in-git",
+            "version": "1.0",
+            "description": "",
+            "tasks": [{"name": "hello-file", "path": "tasks/hello-file"}],
+        }
+    ]
+    (work / "registry.json").write_text(json.dumps(registry))
+    git("init", "-q", "-b", "main", cwd=work)
+    git("add", "-A", cwd=work)
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "tasks", cwd=work)
+    served = tmp_path / "served"
+    (served / "org").mkdir(parents=True)
+    git("clone", "-q", "--bare", str(work), str(served / "org" / "repo"), cwd=tmp_path)
+    port = free_port()
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1",
+         f"--port={port}", f"--base-path={served}", str(served)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"git://127.0.0.1:{port}/org/repo"
+    for _ in range(100):
+        if subprocess.run(["git", "ls-remote", url], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.05)
+    yield daemon, url
+    daemon.terminate()
+    daemon.wait()
+
+
+@pytest.mark.slow
+def test_git_repo_through_harbors_client_then_offline(git_remote, tmp_path):
+    daemon, url = git_remote
+    cache = tmp_path / "cache"
+    dataset = DatasetResolver(cache_dir=cache).resolve(url)
+    assert {t.name for t in dataset.tasks} == {"workbench/hello-file", "workbench/fix-bug"}
+    for task in dataset.tasks:
+        assert task.source.startswith("remote:") and task.path.is_relative_to(cache)
+    downloaded = [p for t in dataset.tasks for p in t.path.rglob("*")]
+    assert downloaded and not any(p.is_symlink() for p in downloaded)
+    notes = dataset.task("fix-bug").path / "notes.md"
+    assert notes.read_text() == (DEMO_DIR / "fix-bug" / "instruction.md").read_text()
+
+    named = DatasetResolver(cache_dir=cache).resolve(f"{url}::in-git")
+    assert (named.name, [t.name for t in named.tasks]) == ("in-git", ["workbench/hello-file"])
+
+    daemon.terminate()
+    daemon.wait()
+    # A new process (no memory cache) with the registry gone: the saved list still resolves.
+    again = DatasetResolver(cache_dir=cache).resolve(url)
+    assert [t.path for t in again.tasks] == [t.path for t in dataset.tasks]
+    assert "registry unreachable" in again.source
+    with pytest.raises(DatasetError, match="needs the network"):
+        DatasetResolver(cache_dir=tmp_path / "empty-cache").resolve(url)
