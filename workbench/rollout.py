@@ -28,7 +28,7 @@ from capture.types import TIER_RANK, Dialect, Phase, Tier
 from capture.validate import Finding, check_rollout
 from workbench.atif import AtifReport, CapturedCall, reconcile
 from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
-from workbench.failures import Failure, RolloutError, trial_error
+from workbench.failures import ErrorKind, Failure, RolloutError, trial_error
 from workbench.harbor_trial import (
     ModelConnection,
     SlotGate,
@@ -38,7 +38,7 @@ from workbench.harbor_trial import (
 )
 from workbench.harnesses import HarnessInfo, get_harness
 from workbench.rewards import reward_provenance, select_reward
-from workbench.sandboxes import get_sandbox
+from workbench.sandboxes import SandboxInfo, get_sandbox
 from workbench.store import RolloutRow, Store
 
 log = logging.getLogger(__name__)
@@ -181,9 +181,9 @@ def _set_phase(run: _Run, context: RolloutContext, phase: Phase) -> None:
 
 async def _execute(run: _Run, context: RolloutContext) -> None:
     request = run.request
-    run.task = await asyncio.to_thread(resolve_task, request.dataset, request.task)
-    run.harness = _lookup(get_harness, request.harness, "agent_setup_failed", "harness")
-    sandbox = _lookup(get_sandbox, request.sandbox, "sandbox_unavailable", "sandbox")
+    # In a thread: the first lookups import Harbor's agents (litellm, seconds) and run the
+    # sandbox's preflight (subprocesses); this loop may be serving other rollouts meanwhile.
+    run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request)
     if not sandbox.usable:
         raise Failure("sandbox_unavailable", f"sandbox {sandbox.name!r}: {sandbox.reason}")
     run.dialect = _choose_dialect(run.harness, request.dialect)
@@ -240,7 +240,15 @@ def trials_dir(store: Store, job: str | None) -> Path:
     return store.jobs_dir / (job or "workbench-" + datetime.now(UTC).strftime("%Y-%m-%d"))
 
 
-def _lookup(getter: Callable[[str], Any], name: str, kind: Any, what: str) -> Any:
+def _resolve(request: RolloutRequest) -> tuple[TaskInfo, HarnessInfo, SandboxInfo]:
+    return (
+        resolve_task(request.dataset, request.task),
+        _lookup(get_harness, request.harness, "agent_setup_failed", "harness"),
+        _lookup(get_sandbox, request.sandbox, "sandbox_unavailable", "sandbox"),
+    )
+
+
+def _lookup(getter: Callable[[str], Any], name: str, kind: ErrorKind, what: str) -> Any:
     try:
         return getter(name)
     except (KeyError, ValueError, ImportError) as exc:
