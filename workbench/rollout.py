@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from capture.document import DocumentMeta, validate_document
+from capture.document import DocumentMeta, EngineMeta, build_document, validate_document
 from capture.engines import EngineRef
+from capture.graph import RolloutGraph
 from capture.sessions import Session, SessionRegistry
 from capture.types import TIER_RANK, Dialect, Phase, Tier
 from capture.validate import Finding, check_rollout
@@ -327,18 +328,24 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
         session_id=session.id if session is not None else None,
         trial_dir=str(trial_dir) if trial_dir is not None else None,
     )
+    meta = _document_meta(run, out, trial_dir)
     if session is not None:
         session.findings.extend(findings)
-        out.document = session.document(_document_meta(run, out, trial_dir))
+        out.document = session.document(meta)
         # The session id is the harness's API key: revoke it now that the rollout is over.
         context.registry.delete(session.id)
-        problems = validate_document(out.document)
-        if problems:
-            log.error("rollout %s: document fails its schema: %s", run.id, problems)
-            out.ok = False
-            out.error = out.error or RolloutError(
-                kind="internal", message=f"the rollout document fails its schema: {problems}"
-            )
+    else:  # failed before a session existed: still a valid document that says why
+        out.document = build_document(RolloutGraph(), [], meta)
+    problems = validate_document(out.document)
+    if problems:
+        log.error("rollout %s: document fails its schema: %s", run.id, problems)
+        out.error = out.error or RolloutError(
+            kind="internal", message=f"the rollout document fails its schema: {problems}"
+        )
+    elif out.error is None and not out.document["ok"]:
+        verdict = out.document["error"] or {"kind": "capture_invalid", "message": "not usable"}
+        out.error = RolloutError(**verdict)  # the capture's own verdict
+    out.ok = out.error is None
     out.document_path = str(context.store.save(_row(run, out), out.document))
     return out
 
@@ -353,18 +360,27 @@ def _classify(run: _Run, rewards: dict | None, findings: list[Finding]) -> Rollo
     session = run.session
     assert session is not None
     if len(session.graph) == 0:
-        how = (
-            f"harness {run.request.harness!r} cannot be pointed at a model"
-            if run.dialect is None
-            else "the harness made no model call through the proxy"
-        )
-        return RolloutError(kind="no_model_calls", message=f"no model calls were captured: {how}")
+        return RolloutError(kind="no_model_calls", message=_no_calls_reason(run))
     fatal = [f for f in (*session.findings, *findings) if f.level == "FATAL"]
     if fatal:
         return RolloutError(kind="capture_invalid", message=f"{fatal[0].code}: {fatal[0].message}")
     if run.request.require_trainable and not _has_trainable_turn(session):
         return RolloutError(kind="capture_invalid", message="no trainable (agent, tokens) turn")
     return None
+
+
+def _no_calls_reason(run: _Run) -> str:
+    why = "no model calls were captured: "
+    if run.dialect is None:
+        return why + f"harness {run.request.harness!r} cannot be pointed at a model"
+    sandboxed = run.harness is not None and not run.harness.host_side
+    if sandboxed and run.task is not None and not run.task.network:
+        return why + (
+            f"{run.request.harness!r} runs inside the sandbox and task {run.task.name!r} has "
+            "no network, so it cannot reach the capture proxy; use a task whose network_mode "
+            "is public, or a host-side harness such as terminus-2"
+        )
+    return why + "the harness never called the proxy (check its log in the trial dir)"
 
 
 def _has_trainable_turn(session: Session) -> bool:
@@ -388,8 +404,10 @@ def _reconcile_atif(session: Session, agent_dir: Path) -> AtifReport:
 
 
 def _document_meta(run: _Run, out: RolloutResult, trial_dir: Path | None) -> DocumentMeta:
-    assert run.session is not None
-    meta = run.session.default_meta()
+    if run.session is not None:
+        meta = run.session.default_meta()
+    else:
+        meta = DocumentMeta(engine=EngineMeta(url=run.request.engine.public_url))
     result = run.trial.result if run.trial is not None else None
     agent_info = result.agent_info if result is not None else None
     timings: dict[str, float | None] = {**_phase_timings(result), "total": out.seconds}

@@ -150,3 +150,12 @@ async def test_engine_without_token_ids_is_not_trainable(service):
     _assert_failed(result, "engine_not_trainable")
     assert result.tier in ("logprobs", "text") and result.trial_dir is None
     assert "tokens" in result.error.message
+
+
+async def test_unknown_task_fails_clearly_with_a_valid_document(service):
+    result = await service.run(_request(service, "no-such-task"))
+    _assert_failed(result, "internal")
+    assert "no-such-task" in result.error.message and "two-keys" in result.error.message
+    assert result.session_id is None and validate_document(result.document) == []
+    assert result.document["error"]["kind"] == "internal"
+    assert service.store.get_document(result.id) == result.document
