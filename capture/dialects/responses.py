@@ -203,7 +203,8 @@ class ResponsesDialect:
     async def answer_aux(
         self, route: Route, body: dict[str, Any] | None, engine: AuxEngine
     ) -> AuxAnswer:
-        # Codex falls back to HTTP + SSE when the upgrade is refused with 426, at once.
+        # Codex falls back to HTTP + SSE at once on a 426 (codex 0.171: 404 costs it 8 s, 403
+        # five reconnects and 10 s). The proxy must send this as the upgrade's denial response.
         message = (
             "The capture proxy does not speak the Responses WebSocket transport: POST "
             "/v1/responses over HTTP (Codex: set supports_websockets = false on the provider)."
