@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
-from workbench.datasets import resolve_dataset
 
 from capture.document import validate_document
 from tests.live_app import LiveApp
+from workbench.datasets import resolve_dataset
 
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -65,6 +66,10 @@ def choose(page, dropdown: str, label: str) -> None:
     page.locator("ul[role=listbox] li", has_text=label).first.click()
 
 
+def pick_engine(page, label: str) -> None:
+    page.locator("#wb-engine-mode label", has_text=label).click()
+
+
 def wait_for_result(page, on_tick=None) -> str:
     deadline = time.monotonic() + RUN_DEADLINE_S
     status = page.locator("#wb-result [data-testid=result-status]")
@@ -79,7 +84,7 @@ def wait_for_result(page, on_tick=None) -> str:
 
 def test_demo_rollout_runs_live_and_every_token_can_be_inspected(page, live):
     task = resolve_dataset("demo").tasks[0].name
-    page.get_by_label("embedded reference engine").check()
+    pick_engine(page, "embedded reference engine")
     choose(page, "#wb-dataset", "demo")
     choose(page, "#wb-task", task)
     page.select_option("#wb-harness select", "terminus-2")
@@ -108,23 +113,26 @@ def test_demo_rollout_runs_live_and_every_token_can_be_inspected(page, live):
     doc = json.loads(Path(download.value.path()).read_text())
     validate_document(doc)
     assert doc["ok"] is True and doc["reward"] == 1.0
+    assert doc["turns"]
     points = page.locator("#wb-graph .scatterlayer .trace path.point")
-    assert points.count() == len(doc["turns"]) > 0
+    expect(points).to_have_count(len(doc["turns"]))
 
     first_agent = next(t for t in doc["turns"] if t["role"] == "agent" and not t["discarded"])
     sampled = page.locator("#wb-tokens .wb-tk-s")
-    assert sampled.count() == len(first_agent["completion_token_ids"])
+    expect(sampled).to_have_count(len(first_agent["completion_token_ids"]))
     assert "logprob" in (sampled.first.get_attribute("title") or "")
     assert page.locator("#wb-tokens .wb-tk-id").count() == 0, "token text missing (detokenize)"
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "ui-demo-rollout.png"), full_page=True)
 
-    # The stored rollout reopens from the history table.
-    page.click("#wb-refresh")
+    # A fresh page reopens the stored rollout from the history table.
+    page.reload()
+    page.wait_for_selector("#wb-run", timeout=60_000)
+    expect(points).to_have_count(0)
     page.locator("#wb-history [data-testid=cell-0-2]").click()
-    page.wait_for_timeout(1000)
-    assert points.count() == len(doc["turns"])
+    expect(page.locator("#wb-result [data-testid=result-status]")).to_have_text("ok")
+    expect(points).to_have_count(len(doc["turns"]))
 
 
 def test_an_unusable_sandbox_is_shown_with_its_reason_but_cannot_be_chosen(page):
@@ -147,7 +155,7 @@ def test_an_unreachable_engine_fails_with_its_error_kind(page):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    page.get_by_label("engine URL").check()
+    pick_engine(page, "engine URL")
     page.locator("#wb-engine-url input, #wb-engine-url textarea").first.fill(
         f"http://127.0.0.1:{closed}"
     )

@@ -1,16 +1,14 @@
-"""What the pickers and the API list: datasets (resolved once per spec), harnesses, sandboxes.
+"""What the pickers and the API list: datasets, tasks, harnesses and sandboxes.
 
-Resolving a dataset may read a registry or clone a repo, and the sandbox catalogue runs
-preflights, so each is computed once per app and shared by the UI and the API endpoints.
+The catalogue modules cache their own results (dataset task lists, harness introspection,
+sandbox preflights); this adds the list of dataset specs the app offers and the JSON shapes.
 """
 
-import threading
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
-from workbench.datasets import Dataset, DatasetError, resolve_dataset
+from workbench.datasets import Dataset, DatasetError, TaskInfo, resolve_dataset
 from workbench.harnesses import HarnessInfo, harness_catalogue
 from workbench.sandboxes import SandboxInfo, sandbox_catalogue
 
@@ -34,31 +32,18 @@ class TaskEntry(BaseModel):
 
 
 class Catalogues:
-    """Cached catalogues. `specs` are the dataset specs offered first (settings.datasets)."""
+    """`specs` are the dataset specs offered first (settings.datasets); a spec that resolves
+    when typed into the picker is offered from then on."""
 
     def __init__(self, specs: Sequence[str]):
         self.specs = list(dict.fromkeys(specs))
-        self._datasets: dict[str, Dataset | DatasetError] = {}
-        self._harnesses: list[HarnessInfo] | None = None
-        self._sandboxes: list[SandboxInfo] | None = None
-        self._lock = threading.Lock()
 
     def dataset(self, spec: str) -> Dataset:
         """The resolved dataset; raises DatasetError (with what to do) when it cannot be."""
-        with self._lock:
-            cached = self._datasets.get(spec)
-        if cached is None:
-            try:
-                cached = resolve_dataset(spec)
-            except DatasetError as exc:
-                cached = exc
-            with self._lock:
-                self._datasets[spec] = cached
-                if spec not in self.specs:
-                    self.specs.append(spec)
-        if isinstance(cached, DatasetError):
-            raise cached
-        return cached
+        dataset = resolve_dataset(spec)
+        if spec not in self.specs:
+            self.specs.append(spec)
+        return dataset
 
     def datasets(self) -> list[DatasetEntry]:
         entries = []
@@ -76,24 +61,20 @@ class Catalogues:
     def tasks(self, spec: str) -> list[TaskEntry]:
         return [task_entry(t) for t in self.dataset(spec).tasks]
 
-    def task(self, spec: str, name: str) -> Any:
+    def task(self, spec: str, name: str) -> TaskInfo:
         task = next((t for t in self.dataset(spec).tasks if t.name == name), None)
         if task is None:
             raise DatasetError(f"dataset {spec!r} has no task {name!r}")
         return task
 
     def harnesses(self) -> list[HarnessInfo]:
-        if self._harnesses is None:
-            self._harnesses = list(harness_catalogue())
-        return self._harnesses
+        return list(harness_catalogue())
 
     def sandboxes(self) -> list[SandboxInfo]:
-        if self._sandboxes is None:
-            self._sandboxes = list(sandbox_catalogue())
-        return self._sandboxes
+        return sandbox_catalogue()
 
 
-def task_entry(task: Any) -> TaskEntry:
+def task_entry(task: TaskInfo) -> TaskEntry:
     return TaskEntry(
         name=task.name,
         instruction=task.instruction,

@@ -174,8 +174,9 @@ def graph_figure(doc: Mapping[str, Any], selected: Any = None) -> go.Figure:
                 x=x, y=y, text="drift", showarrow=False, yshift=-16, font={"color": DRIFT_COLOUR}
             )
     max_depth = max((x for x, _ in pos.values()), default=0)
+    lanes = len({y for _, y in pos.values()})
     fig.update_layout(
-        height=360,
+        height=max(240, min(560, 140 + 60 * lanes)),
         margin={"l": 10, "r": 10, "t": 36, "b": 10},
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",

@@ -44,6 +44,16 @@ HISTORY_HEADERS = [
     "turns",
 ]
 TICK_S = 1.0
+# The sampled tokens end the view; a long prompt would hide them below the fold.
+SCROLL_TO_SAMPLED = """
+const jump = () => {
+  const body = element.querySelector('.wb-tokens-body');
+  const first = element.querySelector('.wb-tk-s');
+  if (body && first) body.scrollTop = Math.max(0, first.offsetTop - body.offsetTop - 120);
+};
+jump();
+watch('value', jump);
+"""
 
 
 def history_rows(rows: list[RolloutRow]) -> list[list[Any]]:
@@ -208,6 +218,7 @@ class WorkbenchPage:
                 )
         self.tokens = gr.HTML(
             empty_tokens("Run a rollout or open one from the history to see its tokens."),
+            js_on_load=SCROLL_TO_SAMPLED,
             elem_id="wb-tokens",
         )
 
