@@ -11,6 +11,7 @@ the client replays that form.
 """
 
 import base64
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -169,7 +170,7 @@ def _as_javascript(value: Any) -> Any:
     return value
 
 
-def _replay_key(message: dict[str, Any]) -> str:
+def _replay_key(message: dict[str, Any]) -> bytes:
     # What survives every dialect's round trip, through Python and JavaScript clients alike
     # (Claude Code and gemini-cli are JavaScript): the text, and each call's id, name and
     # arguments as an object. Reasoning is left out: clients may drop old thinking blocks.
@@ -181,7 +182,8 @@ def _replay_key(message: dict[str, Any]) -> str:
         ]
         for call in message.get("tool_calls") or []
     ]
-    return json.dumps([message.get("content") or "", calls], sort_keys=True, ensure_ascii=False)
+    text = json.dumps([message.get("content") or "", calls], sort_keys=True, ensure_ascii=False)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class ReplayMemory:
@@ -189,11 +191,12 @@ class ReplayMemory:
 
     Sessions live in the proxy's memory, so this memory only needs to outlive a conversation.
     Recalled entries move to the back, so conversations that are still running keep theirs.
+    Keys are 16-byte digests: an entry costs about one assistant message.
     """
 
-    def __init__(self, capacity: int = 50_000) -> None:
+    def __init__(self, capacity: int = 20_000) -> None:
         self._capacity = capacity
-        self._messages: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._messages: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, answer: Answer) -> None:
