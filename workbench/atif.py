@@ -61,8 +61,12 @@ class AtifReport(BaseModel):
     demoted: list[int] = []  # graph node indices the trajectory shows as sub-agent calls
 
 
-def reconcile(agent_dir: Path, calls: list[CapturedCall]) -> AtifReport:
-    """Compare the trajectory in `agent_dir` with the captured calls (see module docstring)."""
+def reconcile(
+    agent_dir: Path, calls: list[CapturedCall], *, interrupted: bool = False
+) -> AtifReport:
+    """Compare the trajectory in `agent_dir` with the captured calls (see module docstring).
+    `interrupted`: the agent was stopped (deadline, cancel), so calls after the trajectory's
+    last step may be missing from it; they are tolerated and counted in the detail."""
     main_path = agent_dir / MAIN_FILE
     if not main_path.is_file():
         return AtifReport(verdict="none", detail="the harness wrote no agent/trajectory.json")
@@ -73,11 +77,14 @@ def reconcile(agent_dir: Path, calls: list[CapturedCall]) -> AtifReport:
         aux = [call for path in sorted(agent_dir.glob(SUBAGENT_GLOB)) for call in _load(path)]
     except (OSError, ValueError) as exc:
         return AtifReport(verdict="MISMATCH", detail=f"unreadable trajectory: {exc}")
-    return _walk(main, aux, calls)
+    return _walk(main, aux, calls, interrupted)
 
 
 def _walk(
-    main: list[ExpectedCall], aux: list[ExpectedCall], calls: list[CapturedCall]
+    main: list[ExpectedCall],
+    aux: list[ExpectedCall],
+    calls: list[CapturedCall],
+    interrupted: bool,
 ) -> AtifReport:
     report = AtifReport(verdict="match", agent_steps=len(main), aux_steps=len(aux))
     unused_aux = list(aux)
@@ -91,6 +98,10 @@ def _walk(
             unused_aux.remove(helper)
             report.demoted.append(call.index)
             continue
+        if interrupted and position == len(main):
+            unrecorded = len(calls) - number + 1
+            report.detail = f"the agent was interrupted: its last {unrecorded} call(s) unrecorded"
+            return report
         expected = main[position].describe() if position < len(main) else "no further step"
         report.verdict = "MISMATCH"
         report.detail = (

@@ -300,13 +300,14 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
     trial_dir = trial.paths.trial_dir if trial is not None else None
     rewards = result.verifier_result.rewards if result and result.verifier_result else None
     selection = select_reward(rewards, run.request.reward_key)
+    error = run.error or (trial_error(result) if result is not None else None)
     atif = None
     findings: list[Finding] = []
     if session is not None and trial is not None:
-        atif = _reconcile_atif(session, trial.paths.agent_dir)
+        interrupted = error is not None and error.kind in ("timeout", "cancelled")
+        atif = _reconcile_atif(session, trial.paths.agent_dir, interrupted)
         if run.dialect is not None:
             findings = check_rollout(session.graph, agentic=True, tier=session.tier)
-    error = run.error or (trial_error(result) if result is not None else None)
     if error is None:
         error = _classify(run, rewards, findings)
     if error is None and selection.problem is not None:
@@ -390,14 +391,14 @@ def _has_trainable_turn(session: Session) -> bool:
     )
 
 
-def _reconcile_atif(session: Session, agent_dir: Path) -> AtifReport:
+def _reconcile_atif(session: Session, agent_dir: Path, interrupted: bool) -> AtifReport:
     graph = session.graph
     calls = [
         CapturedCall(index=i, completion_ids=tuple(graph.completion_ids(i).tolist()))
         for i in range(len(graph))
         if not graph.node(i).discarded
     ]
-    report = reconcile(agent_dir, calls)
+    report = reconcile(agent_dir, calls, interrupted=interrupted)
     for index in report.demoted:
         graph.demote(index)  # the agent has finished: no call can race this edit
     return report

@@ -5,9 +5,11 @@ embedded` starts the reference engine (demo script) in-process too.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import cast
@@ -176,9 +178,11 @@ async def _run_many(
 
             return on_status, on_session
 
+        cancel = _cancel_on_interrupt(console)
+
         async def one(k: int) -> RolloutResult:
             on_status, on_session = watcher(k)
-            return await service.run(request, on_status, on_session=on_session)
+            return await service.run(request, on_status, on_session=on_session, cancel=cancel)
 
         async def tick() -> None:
             while True:
@@ -197,6 +201,22 @@ async def _run_many(
         for k, result in enumerate(results):
             progress.update(bars[k], turns=result.turns, tokens=result.tokens)
     return list(results)
+
+
+def _cancel_on_interrupt(console: Console) -> asyncio.Event:
+    """First Ctrl-C cancels every rollout (sandboxes stopped, results kept and printed); a
+    second one interrupts at once."""
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def interrupted() -> None:
+        console.print("[yellow]cancelling: stopping sandboxes (Ctrl-C again to abort)[/yellow]")
+        cancel.set()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    return cancel
 
 
 def _print_summary(console: Console, results: list[RolloutResult], out: Path | None) -> None:

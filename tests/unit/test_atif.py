@@ -94,3 +94,12 @@ def test_unreadable_trajectory_is_a_mismatch_not_a_crash(tmp_path):
     (tmp_path / "trajectory.json").write_text("{not json")
     report = reconcile(tmp_path, _calls(3))
     assert report.verdict == "MISMATCH" and "unreadable" in report.detail
+
+
+def test_calls_after_the_last_step_of_an_interrupted_agent_are_tolerated(tmp_path):
+    _write(tmp_path / "trajectory.json", [_step(2, completion_tokens=3)])
+    assert reconcile(tmp_path, _calls(3, 8)).verdict == "MISMATCH"
+    report = reconcile(tmp_path, _calls(3, 8), interrupted=True)
+    assert report.verdict == "match" and "last 1 call(s)" in report.detail
+    # ...but a difference before that point is still a mismatch.
+    assert reconcile(tmp_path, _calls(4, 8), interrupted=True).verdict == "MISMATCH"
