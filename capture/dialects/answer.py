@@ -159,14 +159,14 @@ def assistant_message(
     return message
 
 
-def _as_javascript(value: Any) -> Any:
+def as_javascript(value: Any) -> Any:
     """A JSON value as a JavaScript client re-serialises it: `30.0` comes back as `30`."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {key: _as_javascript(item) for key, item in value.items()}
+        return {key: as_javascript(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_as_javascript(item) for item in value]
+        return [as_javascript(item) for item in value]
     return value
 
 
@@ -178,7 +178,7 @@ def _replay_key(message: dict[str, Any]) -> bytes:
         [
             call.get("id"),
             (call.get("function") or {}).get("name"),
-            _as_javascript(parse_arguments((call.get("function") or {}).get("arguments"))),
+            as_javascript(parse_arguments((call.get("function") or {}).get("arguments"))),
         ]
         for call in message.get("tool_calls") or []
     ]

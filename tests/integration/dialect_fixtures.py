@@ -148,17 +148,6 @@ class Stack:
         return response.json()["count"]
 
 
-def as_javascript(value: Any) -> Any:
-    """A JSON value after JSON.parse + JSON.stringify, as Claude Code and gemini-cli send it."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: as_javascript(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [as_javascript(item) for item in value]
-    return value
-
-
 @contextmanager
 def no_warnings() -> Iterator[None]:
     """Fails if the SDK warned while parsing (e.g. a pydantic serializer or a stream warning)."""

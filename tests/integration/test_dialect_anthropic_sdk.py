@@ -6,6 +6,7 @@ import anthropic
 import httpx
 import pytest
 
+from capture.dialects.answer import as_javascript
 from capture.dialects.anthropic import AnthropicDialect
 from capture.proxy import CaptureServer, create_capture_app
 from tests.integration.dialect_fixtures import (
@@ -23,7 +24,6 @@ from tests.integration.dialect_fixtures import (
     WAIT,
     WAITED,
     Stack,
-    as_javascript,
     no_warnings,
 )
 

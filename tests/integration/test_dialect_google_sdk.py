@@ -9,6 +9,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from capture.dialects.answer import as_javascript
 from capture.dialects.google import GoogleDialect
 from tests.integration.dialect_fixtures import (
     ASK,
@@ -25,7 +26,6 @@ from tests.integration.dialect_fixtures import (
     WAIT,
     WAITED,
     Stack,
-    as_javascript,
     no_warnings,
 )
 
