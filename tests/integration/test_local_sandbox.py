@@ -3,6 +3,7 @@
 import asyncio
 import shutil
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -247,10 +248,10 @@ async def test_cancelled_trial_stops_its_sandbox(tmp_path):
     trial = await Trial.create(config)
     session = marker(f"{trial.config.trial_name}__env")
     running = asyncio.create_task(trial.run())
-    for _ in range(200):
-        if marked_pids(session):
-            break
+    deadline = time.monotonic() + 60  # generous: the shared CI box can be slow to boot
+    while not marked_pids(session) and not running.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    assert not running.done(), f"the trial ended before it was cancelled: {running.result()}"
     assert marked_pids(session), "the oracle's sleep never started"
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
