@@ -225,7 +225,7 @@ async def test_tmux_server_survives_between_execs(sandbox):
     assert started.return_code == 0, started.stdout
     await sandbox.exec("tmux send-keys -t wb 'echo from-tmux > /app/t.txt' Enter")
     result = await sandbox.exec(
-        "for i in $(seq 50); do [ -s /app/t.txt ] && break; sleep 0.1; done; "
+        "for i in $(seq 200); do [ -s /app/t.txt ] && break; sleep 0.1; done; "
         "tmux has-session -t wb && cat /app/t.txt"
     )
     assert result.return_code == 0
