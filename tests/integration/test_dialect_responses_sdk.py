@@ -127,8 +127,10 @@ def test_custom_tool_round_trip(stack):
     session_id = stack.session()
     sdk = client(stack, session_id)
     first = [{"role": "user", "content": "Apply the patch."}]
-    with no_warnings():
-        response = sdk.responses.create(**request(first, tools=CUSTOM))
+    with no_warnings(), sdk.responses.stream(**request(first, tools=CUSTOM)) as events:
+        deltas = [e.delta for e in events if e.type == "response.custom_tool_call_input.delta"]
+        response = events.get_final_response()
+    assert deltas == [PATCH]
     (call,) = response.output
     assert call.type == "custom_tool_call" and call.input == PATCH
     history = [*first, *dumped(response.output),
