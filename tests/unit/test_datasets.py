@@ -172,13 +172,15 @@ def git_remote(tmp_path):
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"git://127.0.0.1:{port}/org/repo"
-    deadline = time.monotonic() + 20
-    while subprocess.run(["git", "ls-remote", url], capture_output=True).returncode != 0:
-        assert time.monotonic() < deadline, "git daemon did not start"
-        time.sleep(0.05)
-    yield daemon, url
-    daemon.terminate()
-    daemon.wait()
+    try:
+        deadline = time.monotonic() + 20
+        while subprocess.run(["git", "ls-remote", url], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "git daemon did not start"
+            time.sleep(0.05)
+        yield daemon, url
+    finally:
+        daemon.terminate()  # a no-op when the test already stopped it
+        daemon.wait()
 
 
 @pytest.mark.slow
