@@ -115,9 +115,14 @@ def render(report: InfoReport, console: Console) -> None:
     why = engine.reason or (
         "trainable: prompt ids, sampled ids and logprobs" if engine.probed else ""
     )
-    rows = [[engine.url or "—", _mark(tier, tier == "tokens"), engine.served_model or "—",
-             engine.logprobs_mode or "—", why]]  # fmt: skip
-    console.print(_table("Engine", ("url", "tier", "model", "logprobs", "why"), rows))
+    rows = [
+        ["url", engine.url or "—"],
+        ["tier", _mark(tier, tier == "tokens")],
+        ["model", engine.served_model or "—"],
+        ["logprobs", engine.logprobs_mode or "—"],
+        ["why", why],
+    ]
+    console.print(_table("Engine", ("field", "value"), rows, show_header=False))
 
     sandboxes = sorted(report.sandboxes, key=lambda s: (not s.usable, s.name != "local", s.name))
     rows = [[s.name, _mark("yes" if s.usable else "no", s.usable), s.reason] for s in sandboxes]
@@ -138,8 +143,10 @@ def render(report: InfoReport, console: Console) -> None:
     console.print(_table(title, ("dialect", "count", "harnesses"), rows))
 
 
-def _table(title: str, columns: tuple[str, ...], rows: list[list[str | Text]]) -> Table:
-    table = Table(title=title)
+def _table(
+    title: str, columns: tuple[str, ...], rows: list[list[str | Text]], *, show_header=True
+) -> Table:
+    table = Table(title=title, show_header=show_header)
     for column in columns:
         table.add_column(column)
     for row in rows:
