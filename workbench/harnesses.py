@@ -31,7 +31,6 @@ DIALECT_OF_FORMAT: dict[ModelApiFormat, Dialect] = {
     ModelApiFormat.ANTHROPIC_MESSAGES: "anthropic",
     ModelApiFormat.GOOGLE_GENERATE_CONTENT: "google",
 }
-FORMAT_OF_DIALECT: dict[Dialect, ModelApiFormat] = {d: f for f, d in DIALECT_OF_FORMAT.items()}
 
 
 class HarnessInfo(BaseModel):
