@@ -1,23 +1,26 @@
-"""Engines: where model calls go, what each one was measured to return (its tier), and the pooled
-HTTP clients that reach it.
+"""Engines: where model calls go, what each one was measured to return (its tier), and the
+pooled connections that reach them.
 
-An httpx.AsyncClient is bound to the event loop that first used it, and sessions are created from
-the workbench's loops while the proxy serves on its own: the pool keeps one client per (event loop,
-engine) and one probe per engine (url, model, auth), shared by every loop.
+Connections are bound to the event loop that opened them, and sessions are created from the
+workbench's loops while the proxy serves on its own: the pool keeps one `Upstream` (keep-alive
+connections, capture/upstream.py) per (event loop, engine) and one probe per engine (url, model,
+auth), shared by every loop.
 """
 
 import asyncio
 import concurrent.futures
+import json
+import ssl
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from capture.types import LogprobsMode, Tier
+from capture.upstream import Reply, Upstream, UpstreamError
 
 PROBE_MESSAGES = [{"role": "user", "content": "Say one word."}]
 # Two temperatures, same seed: processed logprobs follow the temperature, raw ones do not.
@@ -128,25 +131,21 @@ class EngineHandle:
 
 
 class EnginePool:
-    """One probe per engine, one pooled client per (event loop, engine); safe across threads."""
+    """One probe per engine, one `Upstream` per (event loop, engine); safe across threads.
 
-    def __init__(
-        self,
-        *,
-        timeout_s: float = 600.0,
-        probe_timeout_s: float = 20.0,
-        max_connections: int = 512,
-    ):
-        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-        self._probe_timeout = httpx.Timeout(probe_timeout_s)
-        self._limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
+    timeout_s: how long one engine call may take (then EngineError 504).
+    probe_timeout_s: how long each probe request may take.
+    """
+
+    def __init__(self, *, timeout_s: float = 600.0, probe_timeout_s: float = 20.0):
+        self.timeout_s, self.probe_timeout_s = timeout_s, probe_timeout_s
+        self.connect_s = min(10.0, timeout_s)
+        self._ssl: ssl.SSLContext | None = None  # loading CA certificates is slow: once
         self._lock = threading.Lock()
         self._probes: dict[tuple, Probe] = {}
         self._probing: dict[tuple, concurrent.futures.Future[Probe]] = {}
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple, httpx.AsyncClient]
+        self._upstreams: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple, Upstream]
         ] = weakref.WeakKeyDictionary()
 
     async def get(self, ref: EngineRef) -> EngineHandle:
@@ -177,26 +176,26 @@ class EnginePool:
         pending.set_result(probe)
         return EngineHandle(ref, probe, self)
 
-    def client(self, ref: EngineRef) -> httpx.AsyncClient:
-        """The pooled client for this engine on the running event loop."""
+    def upstream(self, ref: EngineRef) -> Upstream:
+        """The connections to this engine of the running event loop."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            clients = self._clients.setdefault(loop, {})
-            client = clients.get(ref.key)
-            if client is None or client.is_closed:
-                headers = {"authorization": f"Bearer {ref.api_key}"} if ref.api_key else {}
-                client = clients[ref.key] = httpx.AsyncClient(
-                    base_url=ref.url, headers=headers, timeout=self._timeout, limits=self._limits
-                )
-        return client
+            upstreams = self._upstreams.setdefault(loop, {})
+            upstream = upstreams.get(ref.key)
+            if upstream is None:
+                if ref.url.startswith("https:") and self._ssl is None:
+                    self._ssl = ssl.create_default_context()
+                auth = {"authorization": f"Bearer {ref.api_key}"} if ref.api_key else {}
+                upstream = upstreams[ref.key] = Upstream(ref.url, auth, ssl_context=self._ssl)
+        return upstream
 
     async def aclose(self) -> None:
-        """Close the clients of the running event loop (other loops close their own)."""
+        """Close the connections of the running event loop (other loops close their own)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            clients = list(self._clients.pop(loop, {}).values())
-        for client in clients:
-            await client.aclose()
+            upstreams = list(self._upstreams.pop(loop, {}).values())
+        for upstream in upstreams:
+            await upstream.aclose()
 
     async def request(
         self,
@@ -205,30 +204,32 @@ class EnginePool:
         path: str,
         body: dict[str, Any] | None = None,
         *,
-        timeout: httpx.Timeout | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """One engine call; every failure becomes an EngineError with the client's status."""
-        client = self.client(ref)
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
-            response = await client.request(
-                method, path, json=body, timeout=timeout or self._timeout
+            reply = await self.upstream(ref).request(
+                method,
+                path,
+                payload,
+                timeout_s=timeout_s or self.timeout_s,
+                connect_s=min(self.connect_s, timeout_s or self.connect_s),
             )
-        except httpx.TimeoutException as exc:
-            raise EngineError(
-                504, f"engine at {ref.public_url} timed out ({type(exc).__name__})", "timeout"
-            ) from exc
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
+            if exc.kind == "timeout":
+                message = f"engine at {ref.public_url} timed out ({exc})"
+                raise EngineError(504, message, "timeout") from exc
             raise EngineError(
                 502,
-                f"engine at {ref.public_url} is unreachable ({type(exc).__name__}: {exc}): "
-                "start it or fix the engine URL",
+                f"engine at {ref.public_url} is unreachable ({exc}): start it or fix the engine URL",
                 "engine_unreachable",
             ) from exc
-        return _json_or_error(ref, response)
+        return _json_or_error(ref, reply)
 
     async def _probe(self, ref: EngineRef) -> Probe:
         try:
-            models = await self.request(ref, "GET", "/v1/models", timeout=self._probe_timeout)
+            models = await self.request(ref, "GET", "/v1/models", timeout_s=self.probe_timeout_s)
         except EngineError as exc:
             return Probe(
                 "text", exc.message, ref.model or "", "unknown", reachable=exc.status < 500
@@ -270,7 +271,7 @@ class EnginePool:
             try:
                 replies.append(
                     await self.request(
-                        ref, "POST", "/v1/chat/completions", body, timeout=self._probe_timeout
+                        ref, "POST", "/v1/chat/completions", body, timeout_s=self.probe_timeout_s
                     )
                 )
             except EngineError as exc:
@@ -345,21 +346,22 @@ def _alternatives(entry: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _json_or_error(ref: EngineRef, response: httpx.Response) -> dict[str, Any]:
+def _json_or_error(ref: EngineRef, reply: Reply) -> dict[str, Any]:
     try:
-        payload = response.json()
+        payload = json.loads(reply.body)
     except ValueError:
         payload = None
-    if response.is_success and isinstance(payload, dict):
+    if 200 <= reply.status < 300 and isinstance(payload, dict):
         return payload
-    message = _error_message(payload) or response.text[:500] or response.reason_phrase
-    if response.is_success:
+    text = reply.body[:500].decode("utf-8", "replace")
+    message = _error_message(payload) or text or reply.reason
+    if 200 <= reply.status < 300:
         raise EngineError(502, f"engine at {ref.public_url} sent a non-JSON answer", "bad_gateway")
-    if response.status_code < 500:
-        kind = "authentication_error" if response.status_code == 401 else "invalid_request_error"
-        raise EngineError(response.status_code, message, kind)
+    if reply.status < 500:
+        kind = "authentication_error" if reply.status == 401 else "invalid_request_error"
+        raise EngineError(reply.status, message, kind)
     raise EngineError(
-        502, f"engine at {ref.public_url} failed ({response.status_code}): {message}", "bad_gateway"
+        502, f"engine at {ref.public_url} failed ({reply.status}): {message}", "bad_gateway"
     )
 
 

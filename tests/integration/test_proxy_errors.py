@@ -185,3 +185,20 @@ def test_a_bug_is_a_500_in_the_dialect_shape_and_recorded(engine):
         assert "RuntimeError" in error["message"] and "bug in render" not in error["message"]
         state = counters(buggy.url, key)
     assert state["errors"] == 1 and "bug in render" in state["last_error"]
+
+
+def test_bad_engine_url_is_refused_with_the_reason(proxy):
+    response = httpx.post(f"{proxy.url}/sessions", json={"engine": {"url": "localhost:8000"}})
+    assert response.status_code == 422 and "http(s)://host[:port]" in response.text
+
+
+def test_streaming_client_gets_keepalives_while_the_engine_works(engine):
+    app = create_capture_app(CaptureSettings(keepalive_s=0.0005))
+    with CaptureServer(app) as eager:
+        key = session_on(eager.url, engine.url)
+        raw = chat(eager.url, key, json={**HI, "stream": True})
+        assert raw.text.startswith(": keepalive\n\n") and raw.text.endswith("data: [DONE]\n\n")
+        client = openai.OpenAI(base_url=f"{eager.url}/v1", api_key=key)
+        chunks = list(client.chat.completions.create(**HI, stream=True))
+        assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+        assert counters(eager.url, key)["turns"] == 2

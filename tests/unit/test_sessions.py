@@ -121,17 +121,18 @@ def test_lock_works_across_event_loops():
     assert all(registry.counters(sid).turns == 5 for sid in ids)
 
 
-def test_engine_client_is_per_event_loop():
-    """httpx async clients bind to the loop that used them: each loop gets its own."""
+def test_engine_connections_are_per_event_loop():
+    """asyncio streams bind to the loop that opened them: loops never share connections."""
     pool = EnginePool()
 
-    async def clients(_):
-        first = pool.client(UNREACHABLE)
-        assert pool.client(UNREACHABLE) is first  # pooled within a loop
+    async def upstream(_):
+        first = pool.upstream(UNREACHABLE)
+        assert pool.upstream(UNREACHABLE) is first  # pooled within the loop
         await pool.aclose()
-        return id(first)
+        return first
 
-    assert len(set(run_in_threads(3, clients))) == 3
+    upstreams = run_in_threads(3, upstream)
+    assert len({id(u) for u in upstreams}) == 3
 
 
 def test_probe_of_one_engine_is_shared_by_concurrent_loops():

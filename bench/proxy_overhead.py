@@ -1,0 +1,233 @@
+"""Capture-proxy overhead: the same requests sent straight to the reference engine and through the
+proxy, interleaved in one run, at 1, 16 and 64 concurrent sessions.
+
+    .venv/bin/python bench/proxy_overhead.py [--calls 40] [--concurrency 1 16 64]
+
+The engine and the proxy each run in their own process (as in production); this process is the
+client. Completions are 1-4 tokens so the engine is not the bottleneck. Budget (DESIGN.md §10):
+<= 1 ms p50 and <= 3 ms p99 added at 64 sessions, >= 500 calls/s through one proxy process.
+
+Printed per concurrency: direct and proxied latency p50/p99, the added latency (difference of
+the percentiles), calls/s of each path alone at that concurrency, the ratio proxy/direct, and where
+the proxy's time goes (engine time measured inside the proxy vs what the client saw).
+"""
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+
+import httpx
+
+from capture.proxy import CaptureServer, create_capture_app
+from capture.settings import CaptureSettings
+from capture.shaping import shape_chat_body
+
+MODEL = "workbench-ref"
+
+
+def serve_engine(urls: "multiprocessing.Queue[str]") -> None:
+    from workbench.engine.config import EngineConfig
+    from workbench.engine.runner import EngineServer
+    from workbench.engine.script import ScriptPolicy
+
+    # A scripted one-word answer: short, and identical for both paths.
+    script = ScriptPolicy(rules=[], default="ok")
+    with EngineServer(EngineConfig(script=script)) as engine:
+        urls.put(engine.url)
+        threading.Event().wait()
+
+
+def serve_proxy(urls: "multiprocessing.Queue[str]") -> None:
+    with CaptureServer(create_capture_app(CaptureSettings(max_tokens_ceiling=4))) as proxy:
+        urls.put(proxy.url)
+        threading.Event().wait()
+
+
+def start(target) -> tuple[multiprocessing.Process, str]:
+    urls: multiprocessing.Queue[str] = multiprocessing.Queue()
+    process = multiprocessing.Process(target=target, args=(urls,), daemon=True)
+    process.start()
+    return process, urls.get(timeout=120)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all threads (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def request(i: int) -> dict:
+    return {
+        "model": "any",
+        "messages": [{"role": "user", "content": f"Ping {i}."}],
+        "max_tokens": 4,
+        "seed": i,
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+TRANSPORT_ERRORS: list[str] = []
+
+
+async def timed(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> float:
+    """Latency of one call in ms. A dropped connection (seen on an overloaded box) is retried
+    once, counted and reported, and its latency is not used."""
+    start = time.perf_counter()
+    try:
+        response = await client.post(url, json=body, headers=headers)
+    except httpx.TransportError as exc:
+        TRANSPORT_ERRORS.append(f"{url}: {type(exc).__name__}")
+        response = await client.post(url, json=body, headers=headers)
+        start = float("nan")
+    elapsed = (time.perf_counter() - start) * 1000.0
+    if response.is_error:
+        raise RuntimeError(f"{url}: {response.status_code} {response.text[:300]}")
+    return elapsed
+
+
+async def run_level(
+    engine: str, proxy: str, sessions: int, calls: int, pids: dict[str, int]
+) -> dict:
+    limits = httpx.Limits(
+        max_connections=sessions * 2, max_keepalive_connections=sessions * 2, keepalive_expiry=2
+    )
+    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+        ids = []
+        for _ in range(sessions):
+            created = await client.post(f"{proxy}/sessions", json={"engine": {"url": engine}})
+            ids.append(created.json()["session_id"])
+        tier = (await client.get(f"{proxy}/sessions/{ids[0]}")).json()["tier"]
+        direct_url = f"{engine}/v1/chat/completions"
+        proxy_url = f"{proxy}/v1/chat/completions"
+
+        def upstream(i: int) -> dict:  # exactly what the proxy sends for request(i)
+            return shape_chat_body(
+                request(i), tier=tier, served_model=MODEL, max_tokens_ceiling=4
+            ).body
+
+        direct_ms: list[float] = []
+        proxy_ms: list[float] = []
+
+        async def interleaved(w: int) -> None:
+            auth = {"authorization": f"Bearer {ids[w]}"}
+            for k in range(calls):
+                i = w * calls + k
+                pair = [
+                    (direct_ms, direct_url, upstream(i), {}),
+                    (proxy_ms, proxy_url, request(i), auth),
+                ]
+                for sink, url, body, headers in pair if k % 2 else reversed(pair):
+                    elapsed = await timed(client, url, body, headers)
+                    if elapsed == elapsed:  # not NaN: no retry involved
+                        sink.append(elapsed)
+
+        await asyncio.gather(*(interleaved(w) for w in range(sessions)))
+
+        cpu_ms: dict[str, float] = {}
+
+        async def alone(through_proxy: bool) -> float:
+            async def worker(w: int) -> None:
+                auth = {"authorization": f"Bearer {ids[w]}"}
+                for k in range(calls):
+                    i = w * calls + k
+                    if through_proxy:
+                        await timed(client, proxy_url, request(i), auth)
+                    else:
+                        await timed(client, direct_url, upstream(i), {})
+
+            path = "proxy" if through_proxy else "direct"
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            start = time.perf_counter()
+            await asyncio.gather(*(worker(w) for w in range(sessions)))
+            rate = sessions * calls / (time.perf_counter() - start)
+            for name, pid in pids.items():
+                after = cpu_seconds(pid)
+                for part, used in zip(("user", "sys"), after, strict=True):
+                    spent = used - before[name][part == "sys"]
+                    cpu_ms[f"{path}_{name}_{part}"] = spent * 1000.0 / (sessions * calls)
+            return rate
+
+        direct_rate, proxy_rate = await alone(False), await alone(True)
+        upstream_ms = []
+        for sid in ids:
+            doc = (await client.get(f"{proxy}/sessions/{sid}/document")).json()
+            upstream_ms += [t["timings"]["upstream_ms"] for t in doc["turns"]]
+    return {
+        "sessions": sessions,
+        "tier": tier,
+        "direct_p50": percentile(direct_ms, 0.5),
+        "direct_p99": percentile(direct_ms, 0.99),
+        "proxy_p50": percentile(proxy_ms, 0.5),
+        "proxy_p99": percentile(proxy_ms, 0.99),
+        "direct_rate": direct_rate,
+        "proxy_rate": proxy_rate,
+        "upstream_p50": statistics.median(upstream_ms),
+        "proxy_user_ms": cpu_ms["proxy_proxy_user"],
+        "proxy_sys_ms": cpu_ms["proxy_proxy_sys"],
+        "engine_cpu_ms": cpu_ms["direct_engine_user"] + cpu_ms["direct_engine_sys"],
+    }
+
+
+def report(rows: list[dict]) -> None:
+    print(f"cores: {os.cpu_count()}  load average: {os.getloadavg()}")
+    head = (
+        f"{'sessions':>8} {'direct p50/p99 ms':>18} {'proxy p50/p99 ms':>17} "
+        f"{'added p50/p99 ms':>17} {'direct/s':>9} {'proxy/s':>8} {'ratio':>6} "
+        f"{'engine-in-proxy p50':>20} {'CPU ms/call: proxy user+sys, engine':>36}"
+    )
+    print(head)
+    for r in rows:
+        added50, added99 = r["proxy_p50"] - r["direct_p50"], r["proxy_p99"] - r["direct_p99"]
+        print(
+            f"{r['sessions']:>8} {r['direct_p50']:>8.2f}/{r['direct_p99']:<9.2f} "
+            f"{r['proxy_p50']:>8.2f}/{r['proxy_p99']:<8.2f} {added50:>8.2f}/{added99:<8.2f} "
+            f"{r['direct_rate']:>9.0f} {r['proxy_rate']:>8.0f} "
+            f"{r['proxy_rate'] / r['direct_rate']:>6.2f} {r['upstream_p50']:>17.2f} ms"
+            f" {r['proxy_user_ms']:>19.2f}+{r['proxy_sys_ms']:.2f}, {r['engine_cpu_ms']:.2f}"
+        )
+    print(
+        "added = proxied minus direct percentile, same run; engine-in-proxy = the engine call "
+        "as timed inside the proxy (the rest of a proxied call is the proxy's own work);\n"
+        "CPU ms/call = CPU time of the proxy process per proxied call (user = Python, sys = "
+        "kernel: sockets, epoll),\nof the engine process per direct call; 1000 / proxy CPU ms is "
+        "the proxy's calls/s on one free core. Clock ticks are 10 ms: use --calls >= 20."
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=40, help="calls per session and path")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    args = parser.parse_args(argv)
+    multiprocessing.set_start_method("spawn")
+    engine_process, engine = start(serve_engine)
+    proxy_process, proxy = start(serve_proxy)
+    pids = {"proxy": proxy_process.pid, "engine": engine_process.pid}
+    try:
+        rows = [
+            asyncio.run(run_level(engine, proxy, n, args.calls, pids)) for n in args.concurrency
+        ]
+    finally:
+        for process in (proxy_process, engine_process):
+            process.terminate()
+            process.join(timeout=10)
+    print(f"tier: {rows[0]['tier']}, {args.calls} calls per session and path")
+    report(rows)
+    if TRANSPORT_ERRORS:
+        print(
+            f"{len(TRANSPORT_ERRORS)} dropped connections retried: {sorted(set(TRANSPORT_ERRORS))}"
+        )
+
+
+if __name__ == "__main__":
+    main()
