@@ -186,35 +186,50 @@ def _replay_key(message: dict[str, Any]) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
+class Recent[K, V]:
+    """A bounded, thread-safe map whose least recently used entries go first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class ReplayMemory:
-    """Engine assistant messages keyed by what a client sends back; bounded, thread-safe.
+    """Engine assistant messages keyed by what a client sends back.
 
     Sessions live in the proxy's memory, so this memory only needs to outlive a conversation.
-    Recalled entries move to the back, so conversations that are still running keep theirs.
-    Keys are 16-byte digests: an entry costs about one assistant message.
+    Recalled entries stay fresh, so conversations that are still running keep theirs. Keys are
+    16-byte digests: an entry costs about one assistant message.
     """
 
     def __init__(self, capacity: int = 20_000) -> None:
-        self._capacity = capacity
-        self._messages: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._messages: Recent[bytes, dict[str, Any]] = Recent(capacity)
 
     def remember(self, answer: Answer) -> None:
         message = answer.message()
-        key = _replay_key(message)
-        with self._lock:
-            self._messages[key] = message
-            self._messages.move_to_end(key)
-            while len(self._messages) > self._capacity:
-                self._messages.popitem(last=False)
+        self._messages.put(_replay_key(message), message)
 
     def recall(self, message: dict[str, Any]) -> dict[str, Any]:
         """The engine's exact message for a replayed one, or the replayed one if unknown."""
-        key = _replay_key(message)
-        with self._lock:
-            known = self._messages.get(key)
-            if known is not None:
-                self._messages.move_to_end(key)
+        known = self._messages.get(_replay_key(message))
         if known is None:
             return message
         exact = {name: value for name, value in known.items() if name != "reasoning"}

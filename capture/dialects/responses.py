@@ -15,6 +15,7 @@ from typing import Any
 from capture import sse
 from capture.dialects.answer import (
     Answer,
+    Recent,
     ReplayMemory,
     assistant_message,
     sign,
@@ -45,8 +46,11 @@ ASSISTANT_ITEMS = {"reasoning", "function_call", "custom_tool_call"}
 class ResponsesDialect:
     name = "responses"
 
-    def __init__(self, memory: ReplayMemory | None = None) -> None:
+    def __init__(self, memory: ReplayMemory | None = None, items: int = 20_000) -> None:
         self.memory = memory or ReplayMemory()
+        # Output items by id: clients that store responses (the AI SDK, opencode) send an
+        # `item_reference` instead of the item; the proxy answered it, so it can resolve it.
+        self.items: Recent[str, dict[str, Any]] = Recent(items)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -115,7 +119,7 @@ class ResponsesDialect:
         if isinstance(instructions, list):  # a stored prompt's instructions are items too
             items = instructions + items
         run: list[dict[str, Any]] = []  # the current run of assistant-side items
-        for item in as_objects(items, "input"):
+        for item in map(self._resolve, as_objects(items, "input")):
             kind = as_text(item.get("type"), "input[].type") or (
                 "message" if "role" in item else ""
             )
@@ -129,6 +133,18 @@ class ResponsesDialect:
         if run:
             messages.append(self._fold(run))
         return messages
+
+    def _resolve(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The item itself, or the output item an `item_reference` names."""
+        if item.get("type") != "item_reference":
+            return item
+        found = self.items.get(as_text(item.get("id"), "item_reference.id"))
+        if found is None:
+            raise DialectError(
+                f"`item_reference` {item.get('id')!r} is not an output item this proxy returned "
+                "recently: send the item itself (with the AI SDK, set store: false)."
+            )
+        return found
 
     def _fold(self, run: list[dict[str, Any]]) -> dict[str, Any]:
         """One assistant message from a run of reasoning, message and call items."""
@@ -159,14 +175,11 @@ class ResponsesDialect:
     # -- answer ----------------------------------------------------------------------------
 
     def render(self, reply: dict[str, Any], call: ChatCall) -> dict[str, Any]:
-        answer = Answer.from_reply(reply)
-        self.memory.remember(answer)
-        return _response(answer, call, _output(answer, call))
+        answer, output = self._answer(reply, call)
+        return _response(answer, call, output)
 
     def stream(self, reply: dict[str, Any], call: ChatCall) -> Iterator[str]:
-        answer = Answer.from_reply(reply)
-        self.memory.remember(answer)
-        output = _output(answer, call)
+        answer, output = self._answer(reply, call)
         events = _Events()
         started = _response(answer, call, [], status="in_progress", usage=False)
         yield events.emit("response.created", response=started)
@@ -174,6 +187,15 @@ class ResponsesDialect:
         for index, item in enumerate(output):
             yield from _item_events(events, index, item)
         yield events.emit("response.completed", response=_response(answer, call, output))
+
+    def _answer(self, reply: dict[str, Any], call: ChatCall) -> tuple[Answer, list[dict[str, Any]]]:
+        """The engine's answer and its output items, both remembered for the client's replay."""
+        answer = Answer.from_reply(reply)
+        self.memory.remember(answer)
+        output = _output(answer, call)
+        for item in output:
+            self.items.put(item["id"], item)
+        return answer, output
 
     # -- errors ----------------------------------------------------------------------------
 
@@ -275,11 +297,6 @@ def _other_item(item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     if kind in ("function_call_output", "custom_tool_call_output"):
         call_id = as_text(item.get("call_id"), f"{kind}.call_id")
         return [{"role": "tool", "tool_call_id": call_id, "content": _text_of(item.get("output"))}]
-    if kind == "item_reference":
-        raise DialectError(
-            "`item_reference` needs server-side response storage, which the capture proxy does "
-            "not keep: send the referenced item itself."
-        )
     # Hosted-tool items (local_shell_call, web_search_call, compaction, ...) have no chat form.
     return []
 

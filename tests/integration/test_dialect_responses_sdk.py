@@ -175,3 +175,25 @@ def test_websocket_upgrade_gets_a_non_101_answer_without_waiting(stack, upgrade)
         assert response.status_code == 426
         assert "supports_websockets" in response.json()["error"]["message"]
     assert len(stack.graph(session_id)) == 0
+
+
+def test_item_references_and_javascript_arguments_keep_one_chain(stack):
+    # What the AI SDK (opencode's openai provider) sends: stored items by reference, and the
+    # call's arguments re-serialised by JavaScript (compact), not as the engine wrote them.
+    session_id = stack.session()
+    sdk = client(stack, session_id)
+    first = [{"role": "user", "content": ASK}]
+    response = sdk.responses.create(**request(first))
+    reasoning, message, call = response.output
+    history = [
+        *first,
+        {"type": "item_reference", "id": reasoning.id},
+        {"type": "item_reference", "id": message.id},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name,
+         "arguments": json.dumps(json.loads(call.arguments), separators=(",", ":"))},
+        {"type": "function_call_output", "call_id": call.call_id, "output": TOOL_OUTPUT},
+    ]  # fmt: skip
+    assert sdk.responses.create(**request(history)).output_text == REPORT
+    stack.assert_one_chain(session_id, "responses", 2)
+    replayed = stack.graph(session_id).turn(1).messages[2]
+    assert replayed["tool_calls"][0]["function"]["arguments"] == call.arguments

@@ -7,7 +7,7 @@ import pytest
 
 from capture.dialects.base import ChatCall, DialectError
 from capture.dialects.responses import ResponsesDialect
-from tests.unit.dialect_samples import engine_reply, frames
+from tests.unit.dialect_samples import engine_message, engine_reply, frames
 
 TURN = ResponsesDialect().match("POST", "/v1/responses")
 
@@ -262,3 +262,21 @@ def test_context_overflow_gets_the_code_codex_acts_on():
         [dialect.stream_error(400, message, "invalid_request_error", ChatCall({}, True))]
     )
     assert events[1][1]["response"]["error"]["code"] == "context_length_exceeded"
+
+
+def test_item_references_resolve_to_the_items_this_proxy_returned():
+    # The AI SDK (opencode's openai provider) stores responses and sends references back, with
+    # arguments re-serialised by JavaScript: the replay is still the engine's exact message.
+    dialect = ResponsesDialect()
+    reply = engine_reply("Looking.", reasoning="r", calls=[("c1", "shell", '{"cmd": "ls"}')])
+    reasoning, message, _ = dialect.render(reply, translate(dialect, {"input": "hi"}))["output"]
+    replay = [
+        {"role": "user", "content": "hi"},
+        {"type": "item_reference", "id": reasoning["id"]},
+        {"type": "item_reference", "id": message["id"]},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": '{"cmd":"ls"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "a"},
+    ]
+    assert translate(dialect, {"input": replay}).body["messages"][1] == engine_message(reply)
+    with pytest.raises(DialectError, match="store: false"):
+        translate(ResponsesDialect(), {"input": replay})
