@@ -257,6 +257,10 @@ class TrialRun:
 
     async def _bounded[T](self, awaitable: Awaitable[T], where: str) -> T:
         """Await within the deadline and the cancel event (before the trial task exists)."""
+        if self.cancel is not None and self.cancel.is_set():  # start nothing once cancelled
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise self._failure("cancelled", where)
         task = asyncio.ensure_future(awaitable)
         outcome = await _race(task, self.cancel, self._remaining())
         if outcome == "done":

@@ -170,6 +170,7 @@ class WorkbenchService:
         self._proxy_server: uvicorn.Server | None = None
         self._proxy_thread: threading.Thread | None = None
         self._engine: EngineServer | None = None
+        self._engine_lock = threading.Lock()
 
     # -- infrastructure ------------------------------------------------------------------------
 
@@ -205,11 +206,10 @@ class WorkbenchService:
         """Start the CPU reference engine on a free loopback port, scripted with `script` (default:
         the demo script, which solves every demo task with terminus-2); returns its EngineRef.
         Idempotent: a second call returns the running engine."""
-        if self._engine is None:
-            server = EngineServer(EngineConfig(script=script or DEMO_SCRIPT))
-            server.start()
-            self._engine = server
-        return EngineRef(url=self._engine.url)
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = EngineServer(EngineConfig(script=script or DEMO_SCRIPT)).start()
+            return EngineRef(url=self._engine.url)
 
     def close(self) -> None:
         """Stop the proxy thread and the embedded engine; cancel nothing (runs finish alone)."""
@@ -220,7 +220,7 @@ class WorkbenchService:
             self._proxy_server = None
         if self._engine is not None:
             self._engine.stop()
-            self._engine: EngineServer | None = None
+            self._engine = None
         self.store.close()
 
     # -- running rollouts ----------------------------------------------------------------------
@@ -246,11 +246,28 @@ class WorkbenchService:
             on_status=on_status,
             on_session=on_session,
         )
-        await self.rollout_slots.acquire()
+        # Cancelled while queued: no slot is held and the rollout ends at once as `cancelled`.
+        holding = await self._queue(cancel)
         try:
             return await run_rollout(request, context, rollout_id=rollout_id)
         finally:
-            self.rollout_slots.release()
+            if holding:
+                self.rollout_slots.release()
+
+    async def _queue(self, cancel: asyncio.Event | None) -> bool:
+        """Wait for a rollout slot; False (holding none) when `cancel` is set first."""
+        if cancel is None:
+            await self.rollout_slots.acquire()
+            return True
+        slot = asyncio.ensure_future(self.rollout_slots.acquire())
+        cancelled = asyncio.ensure_future(cancel.wait())
+        await asyncio.wait({slot, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        cancelled.cancel()
+        if slot.done():
+            return True
+        slot.cancel()  # Slots passes a slot granted meanwhile on to the next waiter
+        await asyncio.gather(slot, return_exceptions=True)
+        return False
 
     def submit(self, request: RolloutRequest) -> str:
         """Start a rollout on its own thread and event loop; returns its run id at once."""

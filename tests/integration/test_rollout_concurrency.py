@@ -5,7 +5,12 @@ import time
 
 import pytest
 
-from tests.fixtures.rollouts import leftover_processes, make_service, needs_local_sandbox
+from tests.fixtures.rollouts import (
+    FIXTURE_TASKS,
+    leftover_processes,
+    make_service,
+    needs_local_sandbox,
+)
 from workbench.datasets import resolve_dataset
 from workbench.rollout import RolloutRequest
 from workbench.store import Store
@@ -53,3 +58,39 @@ def test_eight_rollouts_on_several_loops_all_complete(tmp_path):
         turns_log = reopened.documents_dir / f"{run_id}.turns.jsonl"
         assert len(turns_log.read_text().splitlines()) == rows[run_id].turns
     assert time.time() - min(r.created_at for r in rows.values()) < 600
+
+
+def test_cancelling_a_queued_rollout_ends_it_without_waiting_for_a_slot(tmp_path):
+    service = make_service(tmp_path, max_rollouts=1)
+    try:
+        engine = service.start_embedded_engine()
+
+        def sleeper() -> RolloutRequest:
+            return RolloutRequest(
+                dataset=str(FIXTURE_TASKS),
+                task="sleeper",
+                harness="terminus-2",
+                sandbox="local",
+                engine=engine,
+                timeout_s=120,
+            )
+
+        running = service.submit(sleeper())
+        queued = service.submit(sleeper())
+        deadline = time.monotonic() + 60
+        while service.status(running).phase != "agent":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert service.status(queued).phase == "queued"
+        started = time.monotonic()
+        assert service.cancel(queued)
+        result = service.wait(queued, timeout=30)
+        assert result is not None and result.error.kind == "cancelled"
+        assert time.monotonic() - started < 20  # did not wait for the running one
+        assert result.trial_dir is None and result.reward is None
+        assert service.status(running).state == "running"
+        assert service.cancel(running)
+        assert service.wait(running, timeout=60).error.kind == "cancelled"
+        assert service.rollout_slots.in_use == 0
+    finally:
+        service.close()
