@@ -181,7 +181,7 @@ def graph_figure(doc: Mapping[str, Any], selected: Any = None) -> go.Figure:
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         hovermode="closest",
-        legend={"orientation": "h", "y": 1.0, "x": 1.0, "yanchor": "bottom", "xanchor": "right"},
+        legend={"orientation": "h", "y": 1.0, "x": 0.0, "yanchor": "bottom", "xanchor": "left"},
         xaxis={
             "title": {"text": "depth"},
             "range": [-0.6, max_depth + 0.6],

@@ -105,6 +105,15 @@ class WorkbenchPage:
                     with gr.Column(variant="panel"):
                         gr.Markdown("### Result")
                         self.result = gr.HTML(panels.empty_result_html(), elem_id="wb-result")
+                    with gr.Column(variant="panel"):
+                        gr.Markdown("### Rollout graph")
+                        self.graph = gr.Plot(show_label=False, elem_id="wb-graph")
+                        gr.Markdown(
+                            "One node per model call, depth left to right, one lane per root. "
+                            "Blue: agent · amber: aux · ◆ fork · red ring: drift · faded: "
+                            "discarded retry. Hover a node for its tokens and finish reason.",
+                            elem_classes="wb-muted",
+                        )
             self._inspector()
             self._history()
             self.run_id = gr.State(None)
@@ -144,9 +153,14 @@ class WorkbenchPage:
             self.engine_model = gr.Textbox(
                 label="Model", placeholder="served model (optional)", visible=url_mode, scale=2
             )
-        with gr.Row():
-            self.probe = gr.Button("Probe engine", size="sm", scale=0, elem_id="wb-probe")
-            self.probe_out = gr.HTML("", elem_id="wb-probe-out")
+        with gr.Row(equal_height=False):
+            self.probe = gr.Button(
+                "Probe engine", size="sm", scale=0, min_width=120, elem_id="wb-probe"
+            )
+            self.probe_out = gr.HTML(
+                '<span class="wb-muted">measures the tier: token ids + logprobs?</span>',
+                elem_id="wb-probe-out",
+            )
         entries = self.catalogues.datasets()
         first = next((e.spec for e in entries if e.error is None), None)
         self.dataset = gr.Dropdown(
@@ -199,28 +213,23 @@ class WorkbenchPage:
             )
 
     def _inspector(self) -> None:
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
-                self.graph = gr.Plot(label="Rollout graph", elem_id="wb-graph")
-            with gr.Column(scale=1, min_width=260):
-                self.turn = gr.Dropdown([], label="Turn", elem_id="wb-turn")
-                self.full_prompt = gr.Checkbox(False, label="Show the full prompt")
-                gr.Markdown(
-                    "Blue: agent turns · amber: aux calls · ◆ fork · red ring: drift · "
-                    "faded: discarded retries. Hover a node for its tokens and finish reason.",
-                    elem_classes="wb-muted",
-                )
-                self.download = gr.DownloadButton(
-                    "Download rollout document",
-                    value=None,
-                    interactive=False,
-                    elem_id="wb-download",
-                )
-        self.tokens = gr.HTML(
-            empty_tokens("Run a rollout or open one from the history to see its tokens."),
-            js_on_load=SCROLL_TO_SAMPLED,
-            elem_id="wb-tokens",
-        )
+        with gr.Column(variant="panel"):
+            with gr.Row(equal_height=True):
+                self.turn = gr.Dropdown([], label="Turn", scale=3, elem_id="wb-turn")
+                with gr.Column(scale=1, min_width=220):
+                    self.full_prompt = gr.Checkbox(False, label="Show the full prompt")
+                    self.download = gr.DownloadButton(
+                        "Download document",
+                        value=None,
+                        interactive=False,
+                        size="md",
+                        elem_id="wb-download",
+                    )
+            self.tokens = gr.HTML(
+                empty_tokens("Run a rollout or open one from the history to see its tokens."),
+                js_on_load=SCROLL_TO_SAMPLED,
+                elem_id="wb-tokens",
+            )
 
     def _history(self) -> None:
         with gr.Accordion("History", open=True):
