@@ -23,6 +23,14 @@ WORKDIR /home/user/app
 COPY --chown=user requirements.txt .
 RUN pip install --no-cache-dir --user -r requirements.txt
 
+# Sandbox providers' SDKs are Harbor extras. On a Space, set the variable HARBOR_EXTRAS
+# (Space variables arrive as build args), e.g. "daytona,modal", and their keys as secrets.
+ARG HARBOR_EXTRAS=""
+RUN if [ -n "$HARBOR_EXTRAS" ]; then \
+      version=$(sed -n 's/^harbor==//p' requirements.txt); \
+      pip install --no-cache-dir --user "harbor[$HARBOR_EXTRAS]==$version"; \
+    fi
+
 COPY --chown=user . .
 RUN pip install --no-cache-dir --user --no-deps -e .
 

@@ -131,3 +131,14 @@ def test_workbench_serve_builds_and_serves_with_no_network(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_space_files_agree_on_the_port_and_the_entry_point():
+    front_matter = (ROOT / "README.md").read_text().split("---")[1]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "sdk: docker" in front_matter and "app_port: 7860" in front_matter
+    assert "EXPOSE 7860" in dockerfile and Settings.model_fields["port"].default == 7860
+    assert 'CMD ["python", "app.py", "--host", "0.0.0.0"]' in dockerfile
+    assert "useradd --create-home --uid 1000" in dockerfile and "bubblewrap tmux" in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".workbench", "test-artifacts"} <= set(ignored)
