@@ -274,3 +274,19 @@ async def test_registry_is_shared_in_process_with_the_app(engine):
         counters = httpx.get(f"{server.url}/sessions/{session.id}").json()
     assert (counters["turns"], counters["phase"], counters["tier"]) == (1, "agent", "tokens")
     assert len(session.graph) == 1
+
+
+def test_mounted_at_capture_serves_the_same_routes(engine):
+    from fastapi import FastAPI
+
+    parent = FastAPI()
+    parent.mount("/capture", create_capture_app(CaptureSettings()))
+    with CaptureServer(parent) as server:
+        base = f"{server.url}/capture"
+        created = httpx.post(f"{base}/sessions", json={"engine": {"url": engine.url}})
+        key = created.json()["session_id"]
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=key)
+        reply = client.chat.completions.create(**FIRST_CALL)
+        assert reply.choices[0].message.tool_calls[0].function.name == "bash"
+        assert httpx.get(f"{base}/sessions/{key}").json()["turns"] == 1
+        assert httpx.get(f"{base}/").json()["service"].endswith("capture proxy")
