@@ -14,6 +14,7 @@ from tests.fixtures.rollouts import (
     leftover_processes,
     make_service,
     needs_local_sandbox,
+    sandboxed_environments,
 )
 from tests.fixtures.sandboxes import RateLimitedOnceSandbox
 from workbench.engine.config import EngineConfig
@@ -115,6 +116,12 @@ async def test_cancellation_mid_run_stops_the_sandbox(service):
     while (service.status(run_id).session.turns if service.status(run_id).session else 0) < 1:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.1)
+    # The sandbox is running the agent's `sleep 300`: its processes must not see the session id
+    # (the harness's API key lives in the host env of the Harbor process only).
+    inside = sandboxed_environments()
+    assert inside, "expected the sandbox's processes to be running"
+    session_id = service.status(run_id).session.session_id.encode()
+    assert not [env for env in inside if session_id in env]
     assert service.cancel(run_id) is True
     result = await asyncio.to_thread(service.wait, run_id, 60)
     assert result is not None
