@@ -85,6 +85,8 @@ def wait_for_result(page, on_tick=None) -> str:
 def test_demo_rollout_runs_live_and_every_token_can_be_inspected(page, live):
     task = resolve_dataset("demo").tasks[0].name
     pick_engine(page, "embedded reference engine")
+    page.click("#wb-probe")
+    expect(page.locator("[data-testid=probe-tier]")).to_have_text("tier tokens")
     choose(page, "#wb-dataset", "demo")
     choose(page, "#wb-task", task)
     page.select_option("#wb-harness select", "terminus-2")
@@ -159,6 +161,9 @@ def test_an_unreachable_engine_fails_with_its_error_kind(page):
     page.locator("#wb-engine-url input, #wb-engine-url textarea").first.fill(
         f"http://127.0.0.1:{closed}"
     )
+    page.click("#wb-probe")
+    expect(page.locator("[data-testid=probe-tier]")).to_have_text("tier text")
+    expect(page.locator("#wb-probe-out")).to_contain_text("unreachable")
     page.click("#wb-run")
     assert wait_for_result(page) == "engine_unreachable"
     assert page.locator("[data-testid=result-error]").inner_text()

@@ -52,6 +52,16 @@ def test_ui_at_root_and_capture_proxy_at_capture(tmp_path):
     assert set(ENDPOINTS) <= names
 
 
+def test_the_duplicate_button_shows_only_on_a_space(tmp_path):
+    def buttons(settings: Settings) -> set[str]:
+        config = TestClient(build_app(settings)).get("/config").json()
+        return {c["props"].get("value") for c in config["components"] if c["type"] == "button"}
+
+    assert "Duplicate this Space" not in buttons(Settings(home=tmp_path))
+    on_space = Settings(home=tmp_path, space_id="me/workbench", space_host="me-workbench.hf.space")
+    assert "Duplicate this Space" in buttons(on_space)
+
+
 def test_public_bind_without_admin_key_keeps_the_control_plane_closed(tmp_path):
     client = TestClient(build_app(Settings(home=tmp_path, host="0.0.0.0")))
     refused = client.get("/capture/sessions")
