@@ -91,7 +91,9 @@ def test_demo_rollout_runs_live_and_every_token_can_be_inspected(page, live):
     choose(page, "#wb-task", task)
     page.select_option("#wb-harness select", "terminus-2")
     page.select_option("#wb-sandbox select", "local")
+    expect(page.locator("#wb-cancel")).to_be_disabled()
     page.click("#wb-run")
+    expect(page.locator("#wb-run")).to_be_disabled()
 
     phases: list[str] = []
     turns: list[int] = []
@@ -105,6 +107,8 @@ def test_demo_rollout_runs_live_and_every_token_can_be_inspected(page, live):
             turns.append(int(counter.inner_text()))
 
     assert wait_for_result(page, observe) == "ok"
+    expect(page.locator("#wb-run")).to_be_enabled()
+    expect(page.locator("#wb-cancel")).to_be_disabled()
     assert page.inner_text("[data-testid=result-reward]") == "1"
     seen = [p for p in dict.fromkeys(phases) if p != "idle"]
     assert len(seen) >= 2, f"the live panel never changed phase: {seen}"
