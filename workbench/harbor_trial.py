@@ -95,25 +95,24 @@ def build_trial_config(
     """The one place that builds Harbor's TrialConfig (DESIGN.md §4). `connection=None` for a
     harness that makes no model calls (oracle, nop)."""
     identity = {"import_path": harness.name} if ":" in harness.name else {"name": harness.name}
-    agent = AgentConfig(**identity, kwargs=dict(HARNESS_KWARGS.get(harness.name, {})))
+    seams: dict[str, Any] = {}
     if connection is not None:
         dialect = connection.dialect
-        agent.model_api_format = API_FORMATS[dialect]
-        # The session id is read from the HOST env by this name: AgentConfig.env would be
-        # exported into the sandbox shell by terminus-2 (HARBOR.md §7).
-        agent.model_api_key_name = connection.key_name
         openai_style = dialect in ("chat", "responses")
-        agent.base_url = connection.proxy_url.rstrip("/") + ("/v1" if openai_style else "")
+        seams = {
+            "model_api_format": API_FORMATS[dialect],
+            # The session id is read from the HOST env by this name: AgentConfig.env would be
+            # exported into the sandbox shell by terminus-2 (HARBOR.md §7).
+            "model_api_key_name": connection.key_name,
+            "base_url": connection.proxy_url.rstrip("/") + ("/v1" if openai_style else ""),
+        }
         if harness.host_side:
-            agent.model_name = LITELLM_PREFIX[dialect] + connection.model
+            seams["model_name"] = LITELLM_PREFIX[dialect] + connection.model
         else:
-            agent.model_name = connection.model
-            agent.skip_model_parsing = True
-    environment = EnvironmentConfig(delete=True)
-    if sandbox.kind == "import_path":
-        environment.import_path = sandbox.value
-    else:
-        environment.type = sandbox.value
+            seams.update(model_name=connection.model, skip_model_parsing=True)
+    agent = AgentConfig(**identity, **seams, kwargs=dict(HARNESS_KWARGS.get(harness.name, {})))
+    selector = "import_path" if sandbox.kind == "import_path" else "type"
+    environment = EnvironmentConfig(delete=True, **{selector: sandbox.value})  # validated
     return TrialConfig(
         task=TaskConfig(path=Path(task.path)),
         trials_dir=trials_dir,
