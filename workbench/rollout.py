@@ -62,6 +62,7 @@ class RolloutRequest(BaseModel):
     reward_key: which key of a multi-key rewards dict is the scalar reward.
     require_trainable: refuse engines below tier `tokens` (eval runs set False).
     job: Harbor job folder under `<home>/jobs/` (default: one per day).
+    group: rollouts of one prompt sampled together (e.g. a GRPO group); kept in the document.
     labels: free-form tags stored with the rollout.
     """
 
@@ -76,6 +77,7 @@ class RolloutRequest(BaseModel):
     reward_key: str | None = None
     require_trainable: bool = True
     job: str | None = None
+    group: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -417,6 +419,7 @@ def _document_meta(run: _Run, out: RolloutResult, trial_dir: Path | None) -> Doc
             "ids": {
                 **meta.ids,
                 "rollout": run.id,
+                "group": run.request.group,
                 "trial": result.trial_name if result else None,
                 "trial_dir": str(trial_dir) if trial_dir else None,
             },

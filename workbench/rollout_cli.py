@@ -102,6 +102,7 @@ def rollout_command(
         if engine_ref is None:
             engine_ref = service.start_embedded_engine()
         service.serve_proxy()
+        job = "rollout-" + time.strftime("%Y%m%d-%H%M%S")
         request = RolloutRequest(
             dataset=dataset,
             task=info.name,
@@ -112,7 +113,8 @@ def rollout_command(
             dialect=cast(Dialect | None, dialect),
             timeout_s=timeout,
             reward_key=reward_key,
-            job="rollout-" + time.strftime("%Y%m%d-%H%M%S"),
+            job=job,
+            group=job if n > 1 else None,  # N samples of one task form one group
         )
         console.print(
             f"{n} rollout(s) of [bold]{info.name}[/bold] with {harness} in {sandbox} "

@@ -32,6 +32,7 @@ def test_eight_rollouts_on_several_loops_all_complete(tmp_path):
                     sandbox="local",
                     engine=engine,
                     timeout_s=240,
+                    group="g8",
                 )
             )
             for k in range(8)
@@ -55,6 +56,7 @@ def test_eight_rollouts_on_several_loops_all_complete(tmp_path):
         assert rows[run_id].ok and rows[run_id].reward == 1.0
         doc = reopened.get_document(run_id)
         assert doc["ids"]["rollout"] == run_id and doc["reward"] == 1.0
+        assert doc["ids"]["group"] == "g8"
         turns_log = reopened.documents_dir / f"{run_id}.turns.jsonl"
         assert len(turns_log.read_text().splitlines()) == rows[run_id].turns
     assert time.time() - min(r.created_at for r in rows.values()) < 600
