@@ -2,7 +2,6 @@
 
 import asyncio
 import threading
-import time
 
 from workbench.service import Slots
 
@@ -53,23 +52,26 @@ def test_cancelled_waiter_gives_its_slot_back():
 
 def test_waiter_on_another_loop_is_woken_by_release():
     slots = Slots(1)
-    woke = threading.Event()
+    held, trying = threading.Event(), threading.Event()
+    order: list[str] = []
 
     async def holder() -> None:
         await slots.acquire()
-        await asyncio.sleep(0.1)
+        held.set()
+        await asyncio.to_thread(trying.wait, 5)
+        await asyncio.sleep(0.05)  # let the waiter block on the slot
+        order.append("released")
         slots.release()
 
     async def waiter() -> None:
-        await asyncio.sleep(0.02)
-        started = time.monotonic()
-        await slots.acquire()
-        assert time.monotonic() - started > 0.03
-        woke.set()
+        await asyncio.to_thread(held.wait, 5)
+        trying.set()
+        await slots.acquire()  # only a release on the other loop can wake this
+        order.append("acquired")
         slots.release()
 
     a = threading.Thread(target=asyncio.run, args=(holder(),))
     b = threading.Thread(target=asyncio.run, args=(waiter(),))
     a.start(), b.start()
     a.join(5), b.join(5)
-    assert woke.is_set() and slots.in_use == 0
+    assert order == ["released", "acquired"] and slots.in_use == 0
