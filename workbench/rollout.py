@@ -312,6 +312,7 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
             findings = check_rollout(session.graph, agentic=True, tier=session.tier)
     if error is None:
         error = _classify(run, rewards, findings)
+    error = _blame_engine(session, error)
     if error is None and selection.problem is not None:
         error = RolloutError(kind="reward_ambiguous", message=selection.problem)
 
@@ -370,6 +371,18 @@ def _classify(run: _Run, rewards: dict | None, findings: list[Finding]) -> Rollo
     if run.request.require_trainable and not _has_trainable_turn(session):
         return RolloutError(kind="capture_invalid", message="no trainable (agent, tokens) turn")
     return None
+
+
+def _blame_engine(session: Session | None, error: RolloutError | None) -> RolloutError | None:
+    """An agent that failed after the proxy lost the engine failed because of the engine."""
+    if session is None or error is None or error.kind not in ("agent_failed", "no_model_calls"):
+        return error
+    last = session.last_error
+    if last is None or "unreachable" not in last:
+        return error
+    return RolloutError(
+        kind="engine_unreachable", message=f"{last} (then the harness failed: {error.message})"
+    )
 
 
 def _no_calls_reason(run: _Run) -> str:

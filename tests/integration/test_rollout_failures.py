@@ -15,6 +15,7 @@ from tests.fixtures.rollouts import (
     make_service,
     needs_local_sandbox,
     sandboxed_environments,
+    scripted_policy,
 )
 from tests.fixtures.sandboxes import RateLimitedOnceSandbox
 from workbench.engine.config import EngineConfig
@@ -167,3 +168,17 @@ async def test_unknown_task_fails_clearly_with_a_valid_document(service):
     assert result.session_id is None and validate_document(result.document) == []
     assert result.document["error"]["kind"] == "internal"
     assert service.store.get_document(result.id) == result.document
+
+
+async def test_engine_lost_mid_rollout_is_engine_unreachable(service):
+    with EngineServer(EngineConfig(script=scripted_policy())) as engine:
+        ref = EngineRef(url=engine.url)
+        run_id = service.submit(_request(service, "engine-dies", engine=ref))
+        deadline = time.monotonic() + 60
+        while (service.status(run_id).session.turns if service.status(run_id).session else 0) < 1:
+            assert time.monotonic() < deadline, service.status(run_id)
+            await asyncio.sleep(0.05)
+    # The engine is gone before the agent's second call (it waits 2 s for `sleep 2`).
+    result = await asyncio.to_thread(service.wait, run_id, 120)
+    _assert_failed(result, "engine_unreachable")
+    assert "unreachable" in result.error.message and result.turns == 1
