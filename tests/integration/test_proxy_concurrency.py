@@ -28,7 +28,9 @@ def test_64_sessions_from_4_event_loops_lose_nothing():
         lock = threading.Lock()
 
         async def agent(client: httpx.AsyncClient, number: int) -> None:
-            created = await client.post(f"{proxy.url}/sessions", json={"engine": {"url": engine.url}})
+            created = await client.post(
+                f"{proxy.url}/sessions", json={"engine": {"url": engine.url}}
+            )
             key = created.json()["session_id"]
             with lock:
                 sessions[key] = number
