@@ -183,11 +183,14 @@ class EnginePool:
             upstreams = self._upstreams.setdefault(loop, {})
             upstream = upstreams.get(ref.key)
             if upstream is None:
-                if ref.url.startswith("https:") and self._ssl is None:
-                    self._ssl = ssl.create_default_context()
-                auth = {"authorization": f"Bearer {ref.api_key}"} if ref.api_key else {}
-                upstream = upstreams[ref.key] = Upstream(ref.url, auth, ssl_context=self._ssl)
+                upstream = upstreams[ref.key] = self._new_upstream(ref)
         return upstream
+
+    def _new_upstream(self, ref: EngineRef) -> Upstream:
+        if ref.url.startswith("https:") and self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        auth = {"authorization": f"Bearer {ref.api_key}"} if ref.api_key else {}
+        return Upstream(ref.url, auth, ssl_context=self._ssl)
 
     async def aclose(self) -> None:
         """Close the connections of the running event loop (other loops close their own)."""
@@ -205,11 +208,12 @@ class EnginePool:
         body: dict[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
+        upstream: Upstream | None = None,
     ) -> dict[str, Any]:
         """One engine call; every failure becomes an EngineError with the client's status."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
-            reply = await self.upstream(ref).request(
+            reply = await (upstream or self.upstream(ref)).request(
                 method,
                 path,
                 payload,
@@ -228,8 +232,19 @@ class EnginePool:
         return _json_or_error(ref, reply)
 
     async def _probe(self, ref: EngineRef) -> Probe:
+        # Own connections, closed at once: the probing loop may never call this engine again.
+        upstream = self._new_upstream(ref)
         try:
-            models = await self.request(ref, "GET", "/v1/models", timeout_s=self.probe_timeout_s)
+            return await self._probe_with(ref, upstream)
+        finally:
+            await upstream.aclose()
+
+    async def _probe_with(self, ref: EngineRef, upstream: Upstream) -> Probe:
+        timeout_s = self.probe_timeout_s
+        try:
+            models = await self.request(
+                ref, "GET", "/v1/models", timeout_s=timeout_s, upstream=upstream
+            )
         except EngineError as exc:
             return Probe(
                 "text", exc.message, ref.model or "", "unknown", reachable=exc.status < 500
@@ -246,12 +261,14 @@ class EnginePool:
             return Probe("text", reason, ref.model, "unknown")
         chosen = chosen or served[0]
         max_len = chosen.get("max_model_len")
-        tier, reason, mode = await self._measure(ref, chosen["id"])
+        tier, reason, mode = await self._measure(ref, chosen["id"], upstream)
         return Probe(
             tier, reason, chosen["id"], mode, max_len if isinstance(max_len, int) else None
         )
 
-    async def _measure(self, ref: EngineRef, model: str) -> tuple[Tier, str | None, LogprobsMode]:
+    async def _measure(
+        self, ref: EngineRef, model: str, upstream: Upstream
+    ) -> tuple[Tier, str | None, LogprobsMode]:
         """Ask for ids and logprobs at two temperatures and judge what came back."""
         replies = []
         for temperature in PROBE_TEMPERATURES:
@@ -271,7 +288,12 @@ class EnginePool:
             try:
                 replies.append(
                     await self.request(
-                        ref, "POST", "/v1/chat/completions", body, timeout_s=self.probe_timeout_s
+                        ref,
+                        "POST",
+                        "/v1/chat/completions",
+                        body,
+                        timeout_s=self.probe_timeout_s,
+                        upstream=upstream,
                     )
                 )
             except EngineError as exc:
