@@ -302,7 +302,7 @@ def _chat_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _chat_tool_choice(choice: dict[str, Any]) -> Any:
-    kind = choice.get("type")
+    kind = as_text(choice.get("type"), "tool_choice.type")
     if kind == "tool":
         return {
             "type": "function",
