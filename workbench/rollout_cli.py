@@ -288,21 +288,25 @@ def golden_command(
 
 def _print_golden(console: Console, results: list[OracleResult]) -> None:
     table = Table(title="golden (oracle)")
-    for column in ("task", "result", "reward", "rewards", "s", "error"):
-        table.add_column(column)
+    for column in ("task", "result", "reward", "s"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("error", no_wrap=True)
+    table.add_column("rewards", overflow="fold")
     for r in results:
         table.add_row(
             r.task,
             "[green]pass[/green]" if r.passed else "[red]FAIL[/red]",
             "None" if r.reward is None else f"{r.reward:g}",
-            json.dumps(r.rewards) if r.rewards is not None else "-",
             f"{r.seconds:.1f}",
-            f"{r.error.kind}: {r.error.message}" if r.error else "",
+            r.error.kind if r.error else "",
+            json.dumps(r.rewards) if r.rewards is not None else "-",
         )
     console.print(table)
     for r in results:
         if not r.passed:
             console.rule(f"{r.task}: tail of verifier/test-stdout.txt")
+            if r.error:
+                console.print(f"{r.error.kind}: {r.error.message}", markup=False, highlight=False)
             console.print(r.test_log_tail or "(no test log)", markup=False, highlight=False)
             if r.trial_dir:
                 console.print(f"trial dir: {r.trial_dir}", soft_wrap=True)
