@@ -291,7 +291,6 @@ def _print_golden(console: Console, results: list[OracleResult]) -> None:
     for column in ("task", "result", "reward", "s"):
         table.add_column(column, no_wrap=True)
     table.add_column("error", no_wrap=True)
-    table.add_column("rewards", overflow="fold")
     for r in results:
         table.add_row(
             r.task,
@@ -299,7 +298,6 @@ def _print_golden(console: Console, results: list[OracleResult]) -> None:
             "None" if r.reward is None else f"{r.reward:g}",
             f"{r.seconds:.1f}",
             r.error.kind if r.error else "",
-            json.dumps(r.rewards) if r.rewards is not None else "-",
         )
     console.print(table)
     for r in results:
@@ -307,6 +305,7 @@ def _print_golden(console: Console, results: list[OracleResult]) -> None:
             console.rule(f"{r.task}: tail of verifier/test-stdout.txt")
             if r.error:
                 console.print(f"{r.error.kind}: {r.error.message}", markup=False, highlight=False)
+            console.print(f"rewards: {json.dumps(r.rewards)}", markup=False, highlight=False)
             console.print(r.test_log_tail or "(no test log)", markup=False, highlight=False)
             if r.trial_dir:
                 console.print(f"trial dir: {r.trial_dir}", soft_wrap=True)
