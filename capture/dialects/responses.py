@@ -48,9 +48,11 @@ class ResponsesDialect:
 
     def __init__(self, memory: ReplayMemory | None = None, items: int = 20_000) -> None:
         self.memory = memory or ReplayMemory()
-        # Output items by id: clients that store responses (the AI SDK, opencode) send an
-        # `item_reference` instead of the item; the proxy answered it, so it can resolve it.
+        # Clients that store responses send an `item_reference` instead of an item (the AI SDK,
+        # opencode) or a `previous_response_id` instead of the history (the openai SDK's
+        # conversation state); the proxy answered them, so it resolves both from memory.
         self.items: Recent[str, dict[str, Any]] = Recent(items)
+        self.responses: Recent[str, list[dict[str, Any]]] = Recent(max(1, items // 10))
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -71,16 +73,16 @@ class ResponsesDialect:
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
         if not isinstance(body, dict):
             raise DialectError("The request body must be a JSON object.")
-        for field in ("previous_response_id", "conversation"):
-            if body.get(field):
-                raise DialectError(
-                    f"`{field}` needs server-side response storage, which the capture proxy does "
-                    "not keep: send the whole conversation in `input` (Codex does, with store=false)."
-                )
+        if body.get("conversation"):
+            raise DialectError(
+                "`conversation` needs the Conversations API, which the capture proxy does not "
+                "serve: send the whole conversation in `input`, or chain with previous_response_id."
+            )
+        conversation = self._conversation(body)
         declared = as_objects(body.get("tools"), "tools")
         tools = [tool for tool in map(_chat_tool, declared) if tool]
         custom = {tool["name"] for tool in declared if tool.get("type") == "custom"}
-        chat: dict[str, Any] = {"messages": self._messages(body)}
+        chat: dict[str, Any] = {"messages": self._messages(body.get("instructions"), conversation)}
         if tools:
             chat["tools"] = tools
             if body.get("tool_choice") is not None:
@@ -103,23 +105,40 @@ class ResponsesDialect:
             body=chat,
             stream=body.get("stream") is True,
             client_model=as_text(body.get("model"), "model") or None,
-            options={"custom_tools": sorted(custom), "request": _echo(body)},
+            options={
+                "custom_tools": sorted(custom),
+                "request": _echo(body),
+                "conversation": conversation,
+            },
         )
 
-    def _messages(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        instructions = body.get("instructions")
-        if isinstance(instructions, str) and instructions:
-            messages.append({"role": "system", "content": instructions})
+    def _conversation(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every input item of the conversation: the previous response's, then this request's."""
         items = body.get("input")
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
         if not isinstance(items, list):
             raise DialectError("`input` must be a string or a list of input items.")
+        items = [self._resolve(item) for item in as_objects(items, "input")]
+        previous = body.get("previous_response_id")
+        if not previous:
+            return items
+        earlier = self.responses.get(as_text(previous, "previous_response_id"))
+        if earlier is None:
+            raise DialectError(
+                f"previous_response_id {previous!r} is not a response this proxy returned "
+                "recently: send the whole conversation in `input` (Codex does, with store=false)."
+            )
+        return [*earlier, *items]
+
+    def _messages(self, instructions: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        if isinstance(instructions, str) and instructions:
+            messages.append({"role": "system", "content": instructions})
         if isinstance(instructions, list):  # a stored prompt's instructions are items too
-            items = instructions + items
+            items = [*as_objects(instructions, "instructions"), *items]
         run: list[dict[str, Any]] = []  # the current run of assistant-side items
-        for item in map(self._resolve, as_objects(items, "input")):
+        for item in items:
             kind = as_text(item.get("type"), "input[].type") or (
                 "message" if "role" in item else ""
             )
@@ -195,6 +214,8 @@ class ResponsesDialect:
         output = _output(answer, call)
         for item in output:
             self.items.put(item["id"], item)
+        conversation = call.options.get("conversation", [])
+        self.responses.put(f"resp_{suffix(answer.id)}", [*conversation, *output])
         return answer, output
 
     # -- errors ----------------------------------------------------------------------------

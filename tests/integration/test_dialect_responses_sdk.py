@@ -151,14 +151,24 @@ def test_unknown_key_is_a_401_in_openai_shape(stack):
     assert "session" in failure.value.body["message"]
 
 
-def test_previous_response_id_is_a_400_that_says_what_to_do(stack):
+def test_previous_response_id_chains_like_the_full_history(stack):
+    # The openai SDK's own conversation state: only the new items, plus the last response's id.
     session_id = stack.session()
+    sdk = client(stack, session_id)
+    first = sdk.responses.create(**request([{"role": "user", "content": ASK}]))
+    call = first.output[-1]
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": TOOL_OUTPUT}
+    second = sdk.responses.create(**request([output]), previous_response_id=first.id)
+    assert second.output_text == REPORT
+    bye = sdk.responses.create(
+        **request([{"role": "user", "content": BYE}]), previous_response_id=second.id
+    )
+    assert bye.output_text == FAREWELL
+    stack.assert_one_chain(session_id, "responses", 3)
     with pytest.raises(openai.BadRequestError) as failure:
-        client(stack, session_id).responses.create(
-            model="gpt-5", input="hi", previous_response_id="resp_1"
-        )
+        sdk.responses.create(model="gpt-5", input="hi", previous_response_id="resp_unknown")
     assert "whole conversation" in failure.value.body["message"]
-    assert len(stack.graph(session_id)) == 0
+    assert len(stack.graph(session_id)) == 3
 
 
 @pytest.mark.parametrize("upgrade", [True, False])

@@ -123,9 +123,23 @@ def test_tools_function_flat_to_nested_custom_to_input_string_hosted_dropped():
     assert call.options["custom_tools"] == ["apply_patch"]
 
 
-def test_previous_response_id_is_refused_with_what_to_do():
+def test_previous_response_id_continues_a_response_this_proxy_returned():
+    dialect = ResponsesDialect()
+    first = translate(dialect, {"instructions": "Be brief.", "input": "list", "tools": [
+        {"type": "function", "name": "shell", "parameters": {"type": "object"}}]})  # fmt: skip
+    reply = engine_reply(None, calls=[("c1", "shell", '{"cmd": "ls"}')])
+    response = dialect.render(reply, first)
+    output = {"type": "function_call_output", "call_id": "c1", "output": "a.txt"}
+    body = {"previous_response_id": response["id"], "input": [output], "instructions": "Be brief."}
+    messages = translate(dialect, body).body["messages"]
+    assert messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "list"},
+        engine_message(reply),
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ]
     with pytest.raises(DialectError, match="send the whole conversation"):
-        translate(ResponsesDialect(), {"input": "hi", "previous_response_id": "resp_1"})
+        translate(ResponsesDialect(), {"input": "hi", "previous_response_id": response["id"]})
     with pytest.raises(DialectError):
         translate(ResponsesDialect(), {"input": 3})
 
