@@ -4,7 +4,8 @@ WIRE.md §6.2. Input items fold into chat messages (each run of assistant-side i
 assistant message); the engine's answer goes back as output items with ids derived from the
 engine's completion id, as JSON or as the event sequence Codex consumes. The terminal event is
 always `response.completed` (carrying `status: "incomplete"` on `length`): Codex treats a stream
-ending any other way as a failure and re-samples.
+ending any other way as a failure and re-samples. Clients that rely on stored responses
+(`item_reference`, `previous_response_id`) are served from the proxy's memory of its own answers.
 """
 
 import json
