@@ -460,7 +460,10 @@ class CaptureServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> "CaptureServer":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets whose proto
+        # says TCP, and without it every keep-alive answer (headers and body written apart)
+        # waits ~40 ms for the client's delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
