@@ -21,16 +21,9 @@ def service(tmp_path_factory):
     service.close()
 
 
-# terminus-2's LiteLLM chains Responses calls with `previous_response_id` (harbor/llms/chat.py:93)
-# and sends only the new prompt; the proxy keeps no server-side response storage yet and refuses.
-RESPONSES_CHAINING = pytest.mark.xfail(
-    strict=True, reason="capture proxy does not serve previous_response_id (terminus-2 needs it)"
-)
-
-
-@pytest.mark.parametrize(
-    "dialect", ["chat", pytest.param("responses", marks=RESPONSES_CHAINING), "anthropic"]
-)
+# responses: terminus-2's LiteLLM chains calls with `previous_response_id` and sends only the new
+# prompt (harbor/llms/chat.py:93); the proxy serves it from its memory of its own answers.
+@pytest.mark.parametrize("dialect", ["chat", "responses", "anthropic"])
 async def test_terminus_2_solves_a_demo_task_in_each_dialect(service, dialect: Dialect):
     engine = service.start_embedded_engine()
     request = RolloutRequest(
