@@ -12,6 +12,10 @@ committed reply: the engine is not called again and no second turn is recorded (
 the first answer; sampling anew would record a turn the agent never acted on twice). Identical
 bodies without that header are real resamples and become new turns (the graph marks the earlier
 one discarded). A retry that arrives while the original is still in flight is a new sample too.
+
+Keepalives: while a streaming client waits, the proxy sends the dialect's `keepalive` attribute
+when it has one (e.g. `sse.BLANK_LINE` for clients whose parser reads any non-`data:` line as
+JSON, like google-genai), else the SSE comment `: keepalive`.
 """
 
 import asyncio
@@ -363,10 +367,11 @@ class Proxy:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        keepalive = getattr(dialect, "keepalive", sse.KEEPALIVE)
         while not task.done():
             done, _ = await asyncio.wait({task}, timeout=self.settings.keepalive_s)
             if not done:
-                yield sse.KEEPALIVE
+                yield keepalive
         try:
             reply = task.result()
         except EngineError as exc:

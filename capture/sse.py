@@ -5,6 +5,9 @@ from typing import Any
 
 DONE = "data: [DONE]\n\n"
 KEEPALIVE = ": keepalive\n\n"
+# An empty line ends no event when no data is pending: every SSE parser skips it, including the
+# ones that choke on comments (google-genai reads non-`data:` lines as JSON).
+BLANK_LINE = "\n"
 MEDIA_TYPE = "text/event-stream"
 # Proxies (nginx, the Space's) must not buffer a stream the agent is waiting on.
 HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}

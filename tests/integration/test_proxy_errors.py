@@ -4,6 +4,7 @@ import httpx
 import openai
 import pytest
 
+from capture import sse
 from capture.dialects.chat import ChatDialect
 from capture.proxy import CaptureServer, create_capture_app
 from capture.settings import CaptureSettings
@@ -202,3 +203,19 @@ def test_streaming_client_gets_keepalives_while_the_engine_works(engine):
         chunks = list(client.chat.completions.create(**HI, stream=True))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length")
         assert counters(eager.url, key)["turns"] == 2
+
+
+class BlankLineKeepalive(ChatDialect):
+    """A dialect whose clients cannot take SSE comments (as google-genai's cannot)."""
+
+    keepalive = sse.BLANK_LINE
+
+
+def test_a_dialect_may_choose_its_keepalive_frame(engine):
+    app = create_capture_app(CaptureSettings(keepalive_s=0.0005), dialects=[BlankLineKeepalive()])
+    with CaptureServer(app) as eager:
+        key = session_on(eager.url, engine.url)
+        raw = chat(eager.url, key, json={**HI, "stream": True})
+        assert raw.text.startswith("\n") and ": keepalive" not in raw.text
+        client = openai.OpenAI(base_url=f"{eager.url}/v1", api_key=key)
+        assert list(client.chat.completions.create(**HI, stream=True))[-1].choices
