@@ -290,3 +290,18 @@ def test_mounted_at_capture_serves_the_same_routes(engine):
         assert reply.choices[0].message.tool_calls[0].function.name == "bash"
         assert httpx.get(f"{base}/sessions/{key}").json()["turns"] == 1
         assert httpx.get(f"{base}/").json()["service"].endswith("capture proxy")
+
+
+def test_turn_is_committed_before_the_client_sees_the_answer(engine):
+    registry = SessionRegistry()
+    with CaptureServer(create_capture_app(CaptureSettings(), registry)) as server:
+        key = new_session(server, engine.url)["session_id"]
+        session = registry.get(key)
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key)
+        client.chat.completions.create(**FIRST_CALL)
+        assert len(session.graph) == 1  # read in-process, no second request in between
+        stream = client.chat.completions.create(**FIRST_CALL, stream=True)
+        first_chunk = next(iter(stream))
+        assert first_chunk.choices[0].delta.role == "assistant"
+        assert len(session.graph) == 2  # even the role chunk comes after the commit
+        stream.close()
