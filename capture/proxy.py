@@ -16,6 +16,13 @@ one discarded). A retry that arrives while the original is still in flight is a 
 Keepalives: while a streaming client waits, the proxy sends the dialect's `keepalive` attribute
 when it has one (e.g. `sse.BLANK_LINE` for clients whose parser reads any non-`data:` line as
 JSON, like google-genai), else the SSE comment `: keepalive`.
+
+Shared paths: `GET /v1/models` is chat's, Anthropic's and (API version v1) Google's. The dialect
+whose clients' headers the request carries (`Dialect.claims`) serves it, else the first in order.
+
+WebSocket upgrades get a plain HTTP answer at once (no dialect speaks WebSocket): for
+`GET /v1/responses` the Responses dialect's 426, on which Codex falls back to HTTP without the
+five reconnects Starlette's default 403 costs it.
 """
 
 import asyncio
@@ -26,7 +33,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +41,9 @@ from typing import Any
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel
+from starlette.requests import HTTPConnection
 from starlette.responses import Response, StreamingResponse
+from starlette.websockets import WebSocket
 
 from capture import sse
 from capture.dialects import anthropic, google, responses
@@ -49,12 +58,13 @@ from capture.types import LogprobsMode, Phase, Tier
 
 log = logging.getLogger(__name__)
 
-# Dispatch order: the first dialect whose match() accepts the path serves it.
-DIALECTS: tuple[Dialect, ...] = (
-    ChatDialect(),
-    responses.ResponsesDialect(),
-    anthropic.AnthropicDialect(),
-    google.GoogleDialect(),
+# Every dialect, in dispatch order. Factories, not instances: a dialect holds replay memory,
+# which each app must own (two apps in one process never share it).
+DIALECTS: tuple[Callable[[], Dialect], ...] = (
+    ChatDialect,
+    responses.ResponsesDialect,
+    anthropic.AnthropicDialect,
+    google.GoogleDialect,
 )
 
 RETRY_HEADER = "x-stainless-retry-count"
@@ -107,16 +117,18 @@ def create_capture_app(
     settings: CaptureSettings | None = None,
     registry: SessionRegistry | None = None,
     *,
-    dialects: Sequence[Dialect] = DIALECTS,
+    dialects: Sequence[Dialect] | None = None,
 ) -> FastAPI:
     """The capture proxy as an ASGI app, standalone or mounted (e.g. at `/capture`).
 
     settings: limits, timeouts and the admin key (defaults: loopback, no admin key).
     registry: the sessions to serve; pass the workbench's own to share it in-process. A new
         registry (with its own engine pool) is made when omitted; it is `app.state.registry`.
-    dialects: the wire dialects served, in dispatch order (default: all of `DIALECTS`).
+    dialects: the wire dialects served, in dispatch order (default: a new instance of each of
+        `DIALECTS`, so this app's replay memory is its own); they are `app.state.dialects`.
     """
     settings = settings or CaptureSettings()
+    dialects = tuple(dialects) if dialects is not None else tuple(make() for make in DIALECTS)
     if registry is None:
         pool = EnginePool(
             timeout_s=settings.upstream_timeout_s, probe_timeout_s=settings.probe_timeout_s
@@ -133,9 +145,11 @@ def create_capture_app(
     )
     app.state.settings = settings
     app.state.registry = registry
+    app.state.dialects = dialects
     app.include_router(control_plane(settings, registry, dialects))
     proxy = Proxy(settings, registry, dialects)
     app.add_route("/{path:path}", proxy, include_in_schema=False)  # every method
+    app.router.add_websocket_route("/{path:path}", proxy.refuse_websocket)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         log.error("capture control plane failed", exc_info=exc)
@@ -240,19 +254,43 @@ class Proxy:
         response = await self.respond(request)
         await response(scope, receive, send)
 
-    async def respond(self, request: Request) -> Response:
+    async def refuse_websocket(self, websocket: WebSocket) -> None:
+        """Every WebSocket upgrade gets an HTTP answer instead of 101, at once: the path's own
+        answer when it is an error (the Responses 426, a 401), else a 426 saying to use HTTP."""
+        response = await self.respond(websocket)
+        if response.status_code < 400:  # e.g. GET /v1/models: served, but not over WebSocket
+            dialect, _ = self.select("GET", websocket)
+            message = "the capture proxy serves this path over plain HTTP only: send no Upgrade"
+            body = dialect.error_body(426, message, "invalid_request_error")
+            response = json_response(426, body)
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(response)
+        else:  # a server without the ASGI denial extension answers 403 to this close
+            await websocket.close()
+
+    def select(self, method: str, request: HTTPConnection) -> tuple[Dialect, Route | None]:
+        """The dialect serving this request and its route (None: no dialect serves the path,
+        answer in the first dialect's shape). A path several dialects serve goes to the one
+        whose clients' headers the request carries, else to the first of them."""
+        path = request_path(request)
+        matches = [(d, r) for d in self.dialects if (r := d.match(method, path)) is not None]
+        if not matches:
+            return self.dialects[0], None
+        if len(matches) > 1:
+            headers, query = request.headers, request.query_params
+            return next((m for m in matches if m[0].claims(headers, query)), matches[0])
+        return matches[0]
+
+    async def respond(self, request: HTTPConnection) -> Response:
         arrival = Arrival(time.time(), time.perf_counter())
-        method = request.method.upper()
-        path = "/" + request.path_params.get("path", "").lstrip("/")
+        # A WebSocket handshake is a GET; it has no body and no `method` in its scope.
+        method = request.scope.get("method", "GET").upper()
+        path = request_path(request)
         if path == "/" and method in ("GET", "HEAD"):
             body = {"service": "harbor-workbench capture proxy", "dialects": self.dialect_names}
             return json_response(200, None if method == "HEAD" else body)
-        for dialect in self.dialects:
-            route = dialect.match(method, path)
-            if route is not None:
-                break
-        else:
-            dialect = self.dialects[0]
+        dialect, route = self.select(method, request)
+        if route is None:
             message = f"no capture route for {method} {path}"
             return json_response(404, dialect.error_body(404, message, "not_found_error"))
         session: Session | None = None
@@ -261,7 +299,7 @@ class Proxy:
             if session is None:
                 raise ProxyError(401, NO_SESSION, "authentication_error")
             session.touch()
-            return await self.dispatch(request, dialect, route, path, session, arrival)
+            return await self.dispatch(request, method, dialect, route, path, session, arrival)
         except (ProxyError, DialectError, EngineError) as exc:
             if session is not None and isinstance(exc, EngineError):
                 session.record_error(exc.message)
@@ -282,18 +320,19 @@ class Proxy:
 
     async def dispatch(
         self,
-        request: Request,
+        request: HTTPConnection,
+        method: str,
         dialect: Dialect,
         route: Route,
         path: str,
         session: Session,
         arrival: Arrival,
     ) -> Response:
-        raw = await self.read_body(request)
+        raw = await self.read_body(request) if isinstance(request, Request) else b""
         if route.kind == "aux":
             body = parse_json(raw) if raw else None
             answer = await dialect.answer_aux(route, body, session.engine)
-            content = None if request.method.upper() == "HEAD" else answer.body
+            content = None if method == "HEAD" else answer.body
             return json_response(answer.status, content, answer.headers)
         call = dialect.to_chat(parse_json(raw), route)
         digest = None
@@ -399,6 +438,11 @@ class Proxy:
                 raise ProxyError(413, too_large(limit), "request_too_large")
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def request_path(request: HTTPConnection) -> str:
+    """The path a dialect matches: the app-relative path with one leading slash, no query."""
+    return "/" + request.path_params.get("path", "").lstrip("/")
 
 
 def turn_from_reply(reply: dict[str, Any], shaped: Shaped, session: Session) -> Turn:

@@ -3,10 +3,11 @@
 WIRE.md §6.3. Content blocks become chat messages (`tool_result` blocks become tool messages
 ahead of the user's other blocks); the engine's answer goes back as thinking, text and tool_use
 blocks, as JSON or as the `event:`-named stream the SDK requires. `count_tokens` is answered from
-the engine's `/tokenize` and never samples.
+the engine's `/tokenize` and never samples; `GET /v1/models[/{id}]` in Anthropic's shape.
 """
 
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from capture import sse
@@ -31,6 +32,7 @@ from capture.dialects.inputs import (
 
 MESSAGES = ("/v1/messages", "/messages")
 COUNT_TOKENS = ("/v1/messages/count_tokens", "/messages/count_tokens")
+MODELS = ("/v1/models", "/models")
 
 # Claude Code's first system block; its `cch=` hash changes on every request, which would make
 # every prompt differ from the last one's prefix (WIRE.md §6.3.2).
@@ -69,9 +71,14 @@ class AnthropicDialect:
     # -- routing ---------------------------------------------------------------------------
 
     def match(self, method: str, path: str) -> Route | None:
-        if method.upper() != "POST":
+        method, path = method.upper(), path.rstrip("/")
+        if method == "GET":  # chat's paths too: dispatch asks claims() which one serves it
+            if path in MODELS:
+                return Route("anthropic", "aux", "models")
+            parent, _, model = path.rpartition("/")
+            return Route("anthropic", "aux", "model", model=model) if parent in MODELS else None
+        if method != "POST":
             return None
-        path = path.rstrip("/")
         if path in MESSAGES:
             return Route("anthropic", "turn", "messages")
         if path in COUNT_TOKENS:
@@ -82,6 +89,10 @@ class AnthropicDialect:
         # Claude Code's ANTHROPIC_API_KEY and older SDKs send x-api-key; SDK 2.14 and
         # ANTHROPIC_AUTH_TOKEN send a Bearer token (WIRE.md §6.3.1).
         return session_key(headers, query, "x-api-key", "bearer")
+
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        # The SDKs and Claude Code always send anthropic-version, whichever credential they use.
+        return "x-api-key" in headers or "anthropic-version" in headers
 
     # -- request ---------------------------------------------------------------------------
 
@@ -212,7 +223,13 @@ class AnthropicDialect:
     async def answer_aux(
         self, route: Route, body: dict[str, Any] | None, engine: AuxEngine
     ) -> AuxAnswer:
-        # count_tokens is the only Anthropic aux route.
+        if route.action == "models":
+            model = _model_info(engine.served_model)
+            page = {"data": [model], "has_more": False, "first_id": model["id"]}
+            return AuxAnswer(200, page | {"last_id": model["id"]})
+        if route.action == "model":
+            # Any model name is served: the proxy rewrites it to the session engine's.
+            return AuxAnswer(200, _model_info(route.model or engine.served_model))
         return AuxAnswer(200, {"input_tokens": await count_tokens(self._chat(body), engine)})
 
 
@@ -390,3 +407,14 @@ def _block_events(index: int, block: dict[str, Any]) -> Iterator[str]:
         delta = {"type": "input_json_delta", "partial_json": dump_arguments(block["input"])}
         yield _event("content_block_delta", index=index, delta=delta)
     yield _event("content_block_stop", index=index)
+
+
+def _model_info(model: str) -> dict[str, Any]:
+    created = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": created,
+        "lifecycle": "active",  # anthropic SDK 2.14 requires it
+    }

@@ -75,6 +75,12 @@ class Dialect(Protocol):
         """The credential this dialect's clients send; it is the capture session id."""
         ...
 
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        """Whether the request carries this dialect's clients' own headers (e.g. Anthropic's
+        `anthropic-version`). Only asked when several dialects match one path (`GET
+        /v1/models`): the first that claims the request serves it, else the first that matched."""
+        ...
+
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
         """Translate a model-turn request. Raises DialectError on bad input."""
         ...

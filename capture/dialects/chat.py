@@ -45,6 +45,10 @@ class ChatDialect:
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
         return read_session_key(headers, query)
 
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        # OpenAI clients send nothing of their own: chat serves what no other dialect claims.
+        return False
+
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:

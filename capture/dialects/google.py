@@ -87,6 +87,9 @@ def signed_thought(signature: Any) -> str | None:
 
 class GoogleDialect:
     name = "google"
+    # google-genai (Python) reads a non-`data:` line as JSON and @google/genai (gemini-cli) stops
+    # matching its frames after one: both skip blank lines, so that is the keepalive frame.
+    keepalive = sse.BLANK_LINE
 
     def __init__(self, memory: ReplayMemory | None = None) -> None:
         self.memory = memory or ReplayMemory()
@@ -112,6 +115,11 @@ class GoogleDialect:
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
         # SDKs and gemini-cli: x-goog-api-key; REST callers: ?key=; gemini-cli bearer mode.
         return session_key(headers, query, "x-goog-api-key", "?key", "bearer")
+
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        # google-genai (Python) defaults to API version v1, so its models.list() and get() ask
+        # for `GET /v1/models[/{model}]`, chat's path too; its key header tells them apart.
+        return "x-goog-api-key" in headers or "key" in query
 
     # -- request ---------------------------------------------------------------------------
 

@@ -69,6 +69,9 @@ class ResponsesDialect:
     def session_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
         return session_key(headers, query, "bearer")
 
+    def claims(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        return False  # no path of its own is shared
+
     # -- request ---------------------------------------------------------------------------
 
     def to_chat(self, body: dict[str, Any], route: Route) -> ChatCall:

@@ -1,6 +1,7 @@
 """The Anthropic dialect through the official anthropic SDK, against the capture proxy on a real
 port in front of the scripted reference engine: create and stream with tools, tool_use ->
-tool_result round trips as one chain, count_tokens (never a turn), error shapes."""
+tool_result round trips as one chain, count_tokens (never a turn), models list and retrieve
+(`GET /v1/models` is chat's path too), error shapes."""
 
 import anthropic
 import httpx
@@ -142,6 +143,31 @@ def test_count_tokens_uses_the_engines_tokenizer_and_is_never_a_turn(stack):
     assert len(stack.graph(key)) == 0
 
 
+@pytest.mark.parametrize("auth", ["api_key", "auth_token"])
+def test_models_list_and_retrieve_answer_in_anthropic_shape_not_openais(stack, auth):
+    # `GET /v1/models` is chat's path too: the SDK's anthropic-version header (and x-api-key)
+    # must win it for the Anthropic dialect, whichever credential the client sends.
+    key = stack.session()
+    sdk = anthropic.Anthropic(base_url=stack.url, max_retries=0, **{auth: key})
+    with no_warnings():
+        page = sdk.models.list()
+        listed = [model for model in page]
+        one = sdk.models.retrieve("claude-sonnet-4-6")
+    assert [(m.type, m.id, m.display_name) for m in listed] == [
+        ("model", "workbench-ref", "workbench-ref")
+    ]
+    assert page.has_more is False and page.first_id == page.last_id == "workbench-ref"
+    assert listed[0].created_at.tzinfo is not None
+    assert (one.type, one.id) == ("model", "claude-sonnet-4-6")
+    assert len(stack.graph(key)) == 0
+
+
+def test_models_list_without_anthropic_headers_stays_openais(stack):
+    key = stack.session()
+    listed = httpx.get(f"{stack.url}/v1/models", headers={"authorization": f"Bearer {key}"})
+    assert listed.status_code == 200 and listed.json()["object"] == "list", listed.text
+
+
 def test_unknown_key_is_a_401_in_anthropic_shape(stack):
     with pytest.raises(anthropic.AuthenticationError) as failure:
         client(stack, "no-such-session").messages.create(
@@ -201,5 +227,19 @@ def test_without_the_replay_memory_the_same_replay_would_split_the_conversation(
     with CaptureServer(app) as forgetful:
         key = stack.session()
         replayed = javascript_tool_loop(stack, key, forgetful.url)
+    assert replayed["tool_calls"][0]["function"]["arguments"] == '{"cmd": "sleep 1", "timeout": 30}'
+    assert stack.graph(key).counters()["roots"] == 2
+
+
+def test_two_default_apps_in_one_process_never_share_replay_memory(stack):
+    # The stack's app answers the first call; a second app with the default dialects, on the
+    # same sessions, must not recall that answer (module-level dialects would have shared it).
+    app = create_capture_app(stack.settings, stack.registry)
+    assert not {id(d) for d in app.state.dialects} & {
+        id(d) for d in create_capture_app().state.dialects
+    }
+    with CaptureServer(app) as fresh:
+        key = stack.session()
+        replayed = javascript_tool_loop(stack, key, fresh.url)
     assert replayed["tool_calls"][0]["function"]["arguments"] == '{"cmd": "sleep 1", "timeout": 30}'
     assert stack.graph(key).counters()["roots"] == 2

@@ -1,6 +1,7 @@
 """The Google dialect through the official google-genai SDK, against the capture proxy on a real
 port in front of the scripted reference engine: generate_content, generate_content_stream,
-function call -> function response round trips as one chain, count_tokens, models, errors."""
+function call -> function response round trips as one chain, count_tokens, models (on API
+versions v1beta and v1, whose `/v1/models` is chat's path too), errors, keepalives."""
 
 import json
 
@@ -43,14 +44,46 @@ CONFIG = types.GenerateContentConfig(
 
 @pytest.fixture(scope="module")
 def stack():
-    # Keepalives only after 5 s: neither Google SDK parses an SSE comment (see the xfail below).
-    with Stack(keepalive_s=5.0) as running:
+    # The default keepalive interval is shorter than any engine call: every stream carries some.
+    with Stack() as running:
         yield running
 
 
-def client(stack: Stack, key: str, version: str | None = None) -> genai.Client:
-    options = types.HttpOptions(base_url=stack.url, api_version=version)
+def client(
+    stack: Stack, key: str, version: str | None = None, http: httpx.Client | None = None
+) -> genai.Client:
+    options = types.HttpOptions(base_url=stack.url, api_version=version, httpx_client=http)
     return genai.Client(api_key=key, http_options=options)
+
+
+class Recording(httpx.HTTPTransport):
+    """An httpx transport that keeps every byte of the answers it hands to the SDK."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received = bytearray()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=Tee(response.stream, self.received),
+            extensions=response.extensions,
+        )
+
+
+class Tee(httpx.SyncByteStream):
+    def __init__(self, stream: httpx.SyncByteStream, into: bytearray) -> None:
+        self.stream, self.into = stream, into
+
+    def __iter__(self):
+        for chunk in self.stream:
+            self.into.extend(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 def user(text: str) -> types.Content:
@@ -177,9 +210,12 @@ def test_count_tokens_reads_contents_and_system_instruction_and_is_never_a_turn(
     assert len(stack.graph(key)) == 0
 
 
-def test_models_list_and_get(stack):
+@pytest.mark.parametrize("version", ["v1beta", "v1"])
+def test_models_list_and_get_answer_in_google_shape_on_every_api_version(stack, version):
+    # v1 is google-genai's default, and `GET /v1/models` is chat's path too: the SDK's
+    # x-goog-api-key header must win it for the Google dialect.
     key = stack.session()
-    sdk = client(stack, key, version="v1beta")
+    sdk = client(stack, key, version=version)
     models = sdk.models
     with no_warnings():
         listed = [model.name for model in models.list()]
@@ -188,6 +224,13 @@ def test_models_list_and_get(stack):
     assert one.name == f"models/{MODEL}"
     assert "generateContent" in one.supported_actions
     assert len(stack.graph(key)) == 0
+
+
+def test_rest_models_list_with_a_key_parameter_is_googles(stack):
+    key = stack.session()
+    response = httpx.get(f"{stack.url}/v1/models?key={key}")
+    assert response.status_code == 200, response.text
+    assert response.json()["models"][0]["name"] == "models/workbench-ref"
 
 
 def test_unknown_key_is_a_401_in_google_shape(stack):
@@ -211,20 +254,16 @@ def test_engine_refusal_is_an_error_chunk_inside_the_stream(stack):
     assert len(stack.graph(key)) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=errors.UnknownApiResponseError,
-    reason="capture/proxy.py sends `: keepalive` SSE comments to every dialect; google-genai "
-    "parses a non-`data:` line as JSON (UnknownApiResponseError), and @google/genai 1.30 "
-    "(gemini-cli's) never matches its `^\\s*data:` regex again and ends with 'Incomplete JSON "
-    "segment at the end'. Google streams must get no keepalive comment.",
-)
 def test_stream_survives_keepalives_while_the_engine_works():
-    with Stack(keepalive_s=0.001) as slow:
-        sdk = client(slow, slow.session())
-        chunks = list(sdk.models.generate_content_stream(model=MODEL, contents=ASK, config=CONFIG))
-    check_first_answer(
-        types.Content(
-            role="model", parts=[p for c in chunks for p in c.candidates[0].content.parts]
-        )
-    )
+    # google-genai reads a non-`data:` line as JSON (an SSE comment raised
+    # UnknownApiResponseError): the Google dialect's keepalive is a blank line.
+    recording = Recording()
+    with Stack(keepalive_s=0.0005) as eager, httpx.Client(transport=recording) as http:
+        sdk = client(eager, eager.session(), http=http)
+        with no_warnings():
+            stream = sdk.models.generate_content_stream(model=MODEL, contents=ASK, config=CONFIG)
+            chunks = list(stream)
+    head, _, _ = bytes(recording.received).partition(b"data: ")
+    assert head and set(head) == {ord("\n")}, bytes(recording.received[:80])
+    parts = [p for c in chunks for p in c.candidates[0].content.parts]
+    check_first_answer(types.Content(role="model", parts=parts))

@@ -1,12 +1,15 @@
 """The Responses dialect through the official openai SDK, against the capture proxy on a real port
 in front of the scripted reference engine: create and stream, a function call answered with
-`function_call_output`, a custom tool, multi-turn chains, the WebSocket refusal."""
+`function_call_output`, a custom tool, multi-turn chains, the WebSocket refusal (426, so Codex falls back to HTTP)."""
 
 import json
 
 import httpx
 import openai
 import pytest
+import websockets.http11
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from capture.dialects.responses import ResponsesDialect
 from tests.integration.dialect_fixtures import (
@@ -171,20 +174,36 @@ def test_previous_response_id_chains_like_the_full_history(stack):
     assert len(stack.graph(session_id)) == 3
 
 
-@pytest.mark.parametrize("upgrade", [True, False])
-def test_websocket_upgrade_gets_a_non_101_answer_without_waiting(stack, upgrade):
+def websocket_refusal(url: str, headers: dict[str, str]) -> websockets.http11.Response:
+    """The HTTP answer a real WebSocket client gets to its upgrade (it must not be 101)."""
+    uri = url.replace("http://", "ws://", 1)
+    # open_timeout: a server that holds the handshake would raise TimeoutError here.
+    with pytest.raises(InvalidStatus) as refused:
+        connect(uri, additional_headers=headers, open_timeout=2).close()
+    return refused.value.response
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/responses"])
+def test_websocket_upgrade_is_a_426_at_once_so_codex_falls_back_to_http(stack, path):
+    # Starlette's default refusal is a 403, on which Codex reconnects five times (~10 s).
     session_id = stack.session()
-    headers = {"authorization": f"Bearer {session_id}"}
-    if upgrade:
-        headers |= {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
-                    "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="}  # fmt: skip
-    # A hang would raise ReadTimeout: Codex must be told at once to fall back to HTTP.
-    response = httpx.get(f"{stack.url}/v1/responses", headers=headers, timeout=2)
-    assert response.status_code != 101 and 400 <= response.status_code < 500
-    if not upgrade:
-        assert response.status_code == 426
-        assert "supports_websockets" in response.json()["error"]["message"]
+    headers = {"authorization": f"Bearer {session_id}",
+               "openai-beta": "responses_websockets=2026-02-06"}  # fmt: skip
+    refusal = websocket_refusal(stack.url + path, headers)
+    assert refusal.status_code == 426, refusal
+    assert "supports_websockets" in json.loads(refusal.body)["error"]["message"]
+    plain = httpx.get(f"{stack.url}{path}", headers=headers, timeout=2)
+    assert plain.status_code == 426 and "supports_websockets" in plain.json()["error"]["message"]
     assert len(stack.graph(session_id)) == 0
+
+
+def test_websocket_upgrade_elsewhere_is_an_http_error_too(stack):
+    session_id = stack.session()
+    unknown = websocket_refusal(f"{stack.url}/v1/responses", {"authorization": "Bearer nobody"})
+    assert unknown.status_code == 401 and "POST /sessions" in unknown.body.decode()
+    served = websocket_refusal(f"{stack.url}/v1/models", {"authorization": f"Bearer {session_id}"})
+    assert served.status_code == 426 and "plain HTTP" in served.body.decode()
+    assert websocket_refusal(f"{stack.url}/v1/nowhere", {}).status_code == 404
 
 
 def test_item_references_and_javascript_arguments_keep_one_chain(stack):
