@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -71,6 +72,55 @@ PHASES: dict[TrialEvent, Phase] = {
     TrialEvent.AGENT_START: "agent",
     TrialEvent.VERIFICATION_START: "verifying",
 }
+
+
+class SessionKeys:
+    """Host env vars that carry session ids to harnesses (`AgentConfig.model_api_key_name`).
+
+    Why slots: CPython spawns children with vfork, and a vforked child reads the parent's live
+    `environ` while it execs. Adding or removing a variable reallocates that array, so doing it
+    while another thread spawns (every sandbox exec does) can hand the child a freed array: we
+    saw `OSError: [Errno 14] Bad address: '/usr/bin/bwrap'`. Overwriting an existing variable
+    only swaps one pointer (glibc keeps old strings alive), which is safe. So the variables are
+    created once, up front (`reserve`, called when a service starts, before rollouts run), and
+    rollouts only ever overwrite their values. os.environ is process-wide, hence so is this.
+    """
+
+    PREFIX = "WORKBENCH_SESSION_KEY_"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[str] = []
+        self._count = 0
+
+    def reserve(self, n: int) -> None:
+        """Create variables until at least `n` exist (only this ever adds to the environment)."""
+        with self._lock:
+            while self._count < n:
+                name = f"{self.PREFIX}{self._count}"
+                os.environ[name] = ""
+                self._free.append(name)
+                self._count += 1
+
+    def acquire(self, session_id: str) -> str:
+        """A variable now holding `session_id`; give it back with `release`."""
+        with self._lock:
+            if not self._free:  # more rollouts than reserved: grow (rare; see the docstring)
+                log.warning("session key slots exhausted; reserve more when the service starts")
+                name = f"{self.PREFIX}{self._count}"
+                self._count += 1
+            else:
+                name = self._free.pop()
+            os.environ[name] = session_id
+            return name
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            os.environ[name] = ""  # overwrite, never delete (see the docstring)
+            self._free.append(name)
+
+
+SESSION_KEYS = SessionKeys()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ wrong, one typed error (`workbench.failures`). It never raises.
 
 import asyncio
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from workbench.atif import AtifReport, CapturedCall, reconcile
 from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
 from workbench.failures import ErrorKind, Failure, RolloutError, trial_error
 from workbench.harbor_trial import (
+    SESSION_KEYS,
     ModelConnection,
     SlotGate,
     TrialRun,
@@ -199,8 +199,9 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     run.session.add_listener(context.store.turn_log(run.id))
     _check_engine(run.session, request.require_trainable)
 
-    key_name = "WORKBENCH_SESSION_" + run.id.rsplit("-", 1)[-1].upper()
-    os.environ[key_name] = run.session.id  # Harbor scrubs the value from the trial dir
+    # The harness reads its key from this host env var (Harbor scrubs the value from the
+    # trial dir); never AgentConfig.env, which terminus-2 exports into the sandbox shell.
+    key_name = SESSION_KEYS.acquire(run.session.id)
     try:
         connection = None
         if run.dialect is not None:
@@ -223,7 +224,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
         )
         await run.trial.run()
     finally:
-        os.environ.pop(key_name, None)
+        SESSION_KEYS.release(key_name)
 
 
 def resolve_task(dataset: str, task: str) -> TaskInfo:

@@ -29,6 +29,7 @@ from capture.types import Phase
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.script import ScriptPolicy
+from workbench.harbor_trial import SESSION_KEYS
 from workbench.rollout import (
     RolloutContext,
     RolloutError,
@@ -160,6 +161,8 @@ class WorkbenchService:
         self.registry = SessionRegistry(pool, replay_window=capture.replay_window)
         self.capture_app = create_capture_app(capture, self.registry)
         self.store = Store(self.settings.home)
+        # Session-key env vars are created now, before any rollout spawns a process.
+        SESSION_KEYS.reserve(max(64, 4 * self.settings.max_rollouts))
         self.rollout_slots = Slots(self.settings.max_rollouts)
         self.sandbox_slots = Slots(self.settings.max_sandbox_creates)
         # Where harnesses reach the proxy (no /v1). Set by whoever binds the port (the app, or
