@@ -68,6 +68,7 @@ DIALECTS: tuple[Callable[[], Dialect], ...] = (
 )
 
 RETRY_HEADER = "x-stainless-retry-count"
+TOO_DEEP = "the request body nests JSON too deeply to translate: flatten it"
 NO_SESSION = (
     "missing or unknown session key: create a session (POST /sessions) and send its session_id "
     "as the API key"
@@ -304,6 +305,8 @@ class Proxy:
             if session is not None and isinstance(exc, EngineError):
                 session.record_error(exc.message)
             return json_response(exc.status, dialect.error_body(exc.status, exc.message, exc.kind))
+        except RecursionError:  # client JSON deeper than a translation can recurse (~1000)
+            return json_response(400, dialect.error_body(400, TOO_DEEP, "invalid_request_error"))
         except Exception as exc:  # a bug: answer in the dialect's shape, never a traceback
             return self.internal_error(dialect, session, exc)
 
@@ -312,10 +315,7 @@ class Proxy:
         return [d.name for d in self.dialects]
 
     def internal_error(self, dialect: Dialect, session: Session | None, exc: Exception) -> Response:
-        message = f"internal capture error ({type(exc).__name__}); it has been recorded"
-        log.error("capture proxy failed", exc_info=exc)
-        if session is not None:
-            session.record_error(f"internal: {type(exc).__name__}: {exc}")
+        message = record_bug(session, exc)
         return json_response(500, dialect.error_body(500, message, "api_error"))
 
     async def dispatch(
@@ -412,19 +412,14 @@ class Proxy:
             if not done:
                 yield keepalive
         try:
-            reply = task.result()
+            # One write for the whole answer: the turn is already committed.
+            frames = "".join(dialect.stream(task.result(), call))
         except EngineError as exc:
             session.record_error(exc.message)
-            yield dialect.stream_error(exc.status, exc.message, exc.kind, call)
-            return
-        except Exception as exc:
-            log.error("capture proxy stream failed", exc_info=exc)
-            session.record_error(f"internal: {type(exc).__name__}: {exc}")
-            message = f"internal capture error ({type(exc).__name__}); it has been recorded"
-            yield dialect.stream_error(500, message, "api_error", call)
-            return
-        # One write for the whole answer: the turn is already committed.
-        yield "".join(dialect.stream(reply, call))
+            frames = dialect.stream_error(exc.status, exc.message, exc.kind, call)
+        except Exception as exc:  # a bug (also in dialect.stream): an error frame, not a cut
+            frames = dialect.stream_error(500, record_bug(session, exc), "api_error", call)
+        yield frames
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -473,14 +468,29 @@ def turn_from_reply(reply: dict[str, Any], shaped: Shaped, session: Session) -> 
     )
 
 
+def record_bug(session: Session | None, exc: Exception) -> str:
+    """Log a failure of the proxy itself on the session; the message the client gets."""
+    log.error("capture proxy failed", exc_info=exc)
+    if session is not None:
+        session.record_error(f"internal: {type(exc).__name__}: {exc}")
+    return f"internal capture error ({type(exc).__name__}); it has been recorded"
+
+
 def parse_json(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(400, f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ProxyError(400, TOO_DEEP) from exc
     if not isinstance(body, dict):
         raise ProxyError(400, "the request body must be a JSON object")
     return body
+
+
+def not_json(constant: str) -> Any:
+    # Python's parser takes NaN and Infinity; JSON has no such numbers and engines refuse them.
+    raise ValueError(f"{constant} is not a JSON number: send a finite number or null")
 
 
 def too_large(limit: int) -> str:

@@ -188,6 +188,27 @@ def test_a_bug_is_a_500_in_the_dialect_shape_and_recorded(engine):
     assert state["errors"] == 1 and "bug in render" in state["last_error"]
 
 
+class StreamBug(ChatDialect):
+    """A dialect with a bug in its synthetic stream, which runs after the stream has started."""
+
+    def stream(self, reply, call):
+        raise RuntimeError("bug in stream")
+
+
+def test_a_bug_in_the_stream_is_an_error_frame_not_a_cut_connection(engine):
+    app = create_capture_app(CaptureSettings(keepalive_s=0.0005), dialects=[StreamBug()])
+    with CaptureServer(app) as buggy:
+        key = session_on(buggy.url, engine.url)
+        raw = chat(buggy.url, key, json={**HI, "stream": True})
+        assert raw.status_code == 200 and raw.text.endswith("data: [DONE]\n\n"), raw.text
+        client = openai.OpenAI(base_url=f"{buggy.url}/v1", api_key=key, max_retries=0)
+        with pytest.raises(openai.APIError, match="RuntimeError"):
+            list(client.chat.completions.create(**HI, stream=True))
+        state = counters(buggy.url, key)
+    # The engine's answers were committed before the stream failed; the bug is on record.
+    assert state["turns"] == 2 and state["errors"] == 2 and "bug in stream" in state["last_error"]
+
+
 def test_bad_engine_url_is_refused_with_the_reason(proxy):
     response = httpx.post(f"{proxy.url}/sessions", json={"engine": {"url": "localhost:8000"}})
     assert response.status_code == 422 and "http(s)://host[:port]" in response.text
