@@ -25,6 +25,19 @@ def test_routes_ignore_the_beta_query_and_count_tokens_is_aux():
     assert dialect.match("POST", "/v1/chat/completions") is None
 
 
+def test_models_routes_are_aux_and_claimed_by_anthropic_headers():
+    # `GET /v1/models` is chat's path too: the proxy asks claims() which dialect serves it.
+    dialect = AnthropicDialect()
+    listed = dialect.match("GET", "/v1/models")
+    assert (listed.kind, listed.action) == ("aux", "models")
+    one = dialect.match("GET", "/models/claude-sonnet-4-6/")
+    assert (one.kind, one.action, one.model) == ("aux", "model", "claude-sonnet-4-6")
+    assert dialect.match("GET", "/v1/models/a/b") is None
+    assert dialect.claims({"anthropic-version": "2023-06-01"}, {})
+    assert dialect.claims({"x-api-key": "s-1"}, {})
+    assert not dialect.claims({"authorization": "Bearer s-1"}, {})
+
+
 def test_session_key_from_x_api_key_or_bearer():
     dialect = AnthropicDialect()
     assert dialect.session_key({"x-api-key": "s-1"}, {}) == "s-1"

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from capture import sse
 from capture.dialects.base import ChatCall, DialectError
 from capture.dialects.google import GoogleDialect
 from tests.unit.dialect_samples import engine_message, engine_reply, frames
@@ -44,6 +45,17 @@ def test_session_key_from_goog_header_query_or_bearer():
     assert dialect.session_key({"x-goog-api-key": "s-1"}, {}) == "s-1"
     assert dialect.session_key({}, {"key": "s-2", "alt": "sse"}) == "s-2"
     assert dialect.session_key({"x-goog-api-key": "", "authorization": "Bearer s-3"}, {}) == "s-3"
+
+
+def test_claims_requests_with_its_key_header_or_parameter_and_keeps_alive_with_blank_lines():
+    dialect = GoogleDialect()
+    # google-genai's default API version is v1: its `GET /v1/models` must be told from chat's.
+    assert dialect.match("GET", "/v1/models").action == "models"
+    assert dialect.claims({"x-goog-api-key": ""}, {})  # gemini-cli in gateway mode
+    assert dialect.claims({}, {"key": "s-1"})
+    assert not dialect.claims({"authorization": "Bearer s-1"}, {})
+    # Neither Google SDK takes an SSE comment between frames; both skip blank lines.
+    assert dialect.keepalive == sse.BLANK_LINE
 
 
 @pytest.mark.parametrize("snake", [False, True])
