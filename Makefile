@@ -57,6 +57,7 @@ bench: dev
 	$(VPY) bench/engine.py
 	$(VPY) bench/graph_ingest.py
 	$(VPY) bench/proxy_overhead.py
+	$(VPY) bench/rollout_demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
