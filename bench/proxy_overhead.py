@@ -23,7 +23,8 @@ import time
 
 import httpx
 
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.settings import CaptureSettings
 from capture.shaping import shape_chat_body
 from capture.upstream import Upstream
@@ -33,13 +34,11 @@ MODEL = "workbench-ref"
 
 def serve_engine(urls: "multiprocessing.Queue[str]") -> None:
     from workbench.engine.config import EngineConfig
+    from workbench.engine.runner import EngineServer
     from workbench.engine.script import ScriptPolicy
-    from workbench.engine.server import create_engine_app
 
-    # A scripted one-word answer: short, and identical for both paths. Served by CaptureServer,
-    # whose socket gets TCP_NODELAY (EngineServer's pre-bound socket does not: ~40 ms stalls).
-    app = create_engine_app(EngineConfig(script=ScriptPolicy(rules=[], default="ok")))
-    with CaptureServer(app) as engine:
+    # A scripted one-word answer: short, and identical for both paths.
+    with EngineServer(EngineConfig(script=ScriptPolicy(rules=[], default="ok"))) as engine:
         urls.put(engine.url)
         threading.Event().wait()
 

@@ -13,7 +13,8 @@ from capture.document import DocumentMeta, build_document, graph_from_document, 
 from capture.engines import EngineError, EngineHandle, EnginePool, EngineRef, Probe
 from capture.exporters import sequence_records, trace_entries, write_jsonl
 from capture.graph import RolloutGraph
-from capture.proxy import DIALECTS, CaptureServer, create_capture_app
+from capture.proxy import DIALECTS, create_capture_app
+from capture.serving import CaptureServer, ThreadedServer
 from capture.sessions import Session, SessionCounters, SessionRegistry, read_session_key
 from capture.settings import CaptureSettings, is_public_host
 from capture.shaping import Shaped, shape_chat_body
@@ -46,6 +47,7 @@ __all__ = [
     "SessionCounters",
     "SessionRegistry",
     "Shaped",
+    "ThreadedServer",
     "Tier",
     "Turn",
     "build_document",

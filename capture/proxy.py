@@ -30,15 +30,12 @@ import hashlib
 import json
 import logging
 import secrets
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel
 from starlette.requests import HTTPConnection
@@ -500,53 +497,3 @@ def too_large(limit: int) -> str:
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     content = b"" if body is None else sse.dumps(body).encode()
     return Response(content, status_code=status, media_type="application/json", headers=headers)
-
-
-class CaptureServer:
-    """A capture app served by uvicorn on a daemon thread (tests, benchmarks, embedding).
-
-    `with CaptureServer(create_capture_app(settings)) as server:` then send clients to
-    `server.url + "/v1"`. port=0 picks a free port.
-    """
-
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
-        self.app, self.host, self.port = app, host, port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self, timeout_s: float = 30.0) -> "CaptureServer":
-        # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets whose proto
-        # says TCP, and without it every keep-alive answer (headers and body written apart)
-        # waits ~40 ms for the client's delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on")
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="capture-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the capture server did not start on {self.url}")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
-
-    def __enter__(self) -> "CaptureServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -3,15 +3,12 @@
 Shared by the client, notebook and browser tests: one app per test module, its own home dir.
 """
 
-import socket
-import threading
-import time
 from pathlib import Path
 
 import httpx
-import uvicorn
 
 from app import build_app
+from capture.serving import ThreadedServer
 from workbench.settings import Settings
 
 
@@ -22,32 +19,17 @@ class LiveApp:
         self.home = home
         self.extra = settings
         self.url = ""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = ThreadedServer(host="127.0.0.1", port=0, name="workbench app")
 
     def __enter__(self) -> "LiveApp":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        # The app must know its own port (the proxy URL it hands harnesses): bind first.
+        port = self._server.bind()
         self.settings = Settings(home=self.home, host="127.0.0.1", port=port, **self.extra)
-        app = build_app(self.settings)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="live-app", daemon=True
-        )
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the workbench app did not start; see the log above")
-            time.sleep(0.05)
+        self._server.app = build_app(self.settings)
+        self._server.start(timeout_s=60)
+        self.url = self._server.url
         httpx.get(self.url + "/", timeout=30).raise_for_status()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self._server.stop()

@@ -9,7 +9,6 @@ so several UI clicks and CLI rollouts progress at once.
 
 import asyncio
 import logging
-import socket
 import threading
 import time
 from collections import deque
@@ -18,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import uvicorn
 from pydantic import BaseModel
 
 from capture.engines import EnginePool, EngineRef
 from capture.proxy import create_capture_app
+from capture.serving import ThreadedServer
 from capture.sessions import Session, SessionCounters, SessionRegistry
 from capture.settings import CaptureSettings, is_public_host
 from capture.types import Phase
@@ -170,8 +169,7 @@ class WorkbenchService:
         self.proxy_url: str | None = self.settings.public_url
         self._runs: dict[str, _Handle] = {}
         self._lock = threading.Lock()
-        self._proxy_server: uvicorn.Server | None = None
-        self._proxy_thread: threading.Thread | None = None
+        self._proxy: ThreadedServer | None = None
         self._engine: EngineServer | None = None
         self._engine_lock = threading.Lock()
 
@@ -181,29 +179,12 @@ class WorkbenchService:
         """Serve the capture app with uvicorn on a daemon thread (port 0 = a free one); sets and
         returns `proxy_url`. The CLI and tests use it; the app mounts `capture_app` instead."""
         with self._lock:
-            if self._proxy_server is None:
-                self._start_proxy(host, port)
+            if self._proxy is None:
+                self._proxy = ThreadedServer(self.capture_app, host, port, name="capture proxy")
+                self._proxy.start(timeout_s=20)
+                if self.settings.public_url is None:
+                    self.proxy_url = self._proxy.url
         return self.proxy_url or ""
-
-    def _start_proxy(self, host: str, port: int) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        bound_port = sock.getsockname()[1]
-        config = uvicorn.Config(self.capture_app, log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="capture-proxy", daemon=True
-        )
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the capture proxy did not start; see the log above")
-            time.sleep(0.02)
-        self._proxy_server, self._proxy_thread = server, thread
-        if self.settings.public_url is None:
-            self.proxy_url = f"http://{host}:{bound_port}"
 
     def start_embedded_engine(self, script: Path | ScriptPolicy | None = None) -> EngineRef:
         """Start the CPU reference engine on a free loopback port, scripted with `script` (default:
@@ -216,11 +197,9 @@ class WorkbenchService:
 
     def close(self) -> None:
         """Stop the proxy thread and the embedded engine; cancel nothing (runs finish alone)."""
-        if self._proxy_server is not None:
-            self._proxy_server.should_exit = True
-            if self._proxy_thread is not None:
-                self._proxy_thread.join(timeout=10)
-            self._proxy_server = None
+        if self._proxy is not None:
+            self._proxy.stop()
+            self._proxy = None
         if self._engine is not None:
             self._engine.stop()
             self._engine = None

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from capture.dialects.base import Dialect
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.settings import CaptureSettings
 from capture.shaping import shape_chat_body
 from workbench.engine.config import EngineConfig

@@ -9,7 +9,8 @@ import pytest
 
 from capture.dialects.answer import as_javascript
 from capture.dialects.anthropic import AnthropicDialect
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from tests.integration.dialect_fixtures import (
     ASK,
     BASH_SCHEMA,

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.settings import CaptureSettings
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer

@@ -8,7 +8,8 @@ import openai
 import pytest
 
 from capture.engines import EngineRef
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.sessions import SessionRegistry
 from capture.settings import CaptureSettings
 from workbench.engine.config import EngineConfig

@@ -7,7 +7,8 @@ import httpx
 import openai
 import pytest
 
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.settings import CaptureSettings
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer

@@ -6,7 +6,8 @@ import pytest
 
 from capture import sse
 from capture.dialects.chat import ChatDialect
-from capture.proxy import CaptureServer, create_capture_app
+from capture.proxy import create_capture_app
+from capture.serving import CaptureServer
 from capture.settings import CaptureSettings
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
