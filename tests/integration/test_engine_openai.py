@@ -165,6 +165,14 @@ def test_same_seed_same_output_other_seed_differs(client):
     assert a != c
 
 
+def test_negative_seed_is_accepted_not_a_500(client):
+    # vLLM takes any int seed; numpy's generator raised on negative ones (a 500).
+    kw = {"max_tokens": 8, "extra_body": IDS, "temperature": 1.0}
+    a = _chat(client, seed=-1, **kw).choices[0].model_extra["token_ids"]
+    b = _chat(client, seed=-1, **kw).choices[0].model_extra["token_ids"]
+    assert a and a == b
+
+
 def _top2_gap(client, temperature):
     resp = _chat(
         client, logprobs=True, top_logprobs=3, max_tokens=1, temperature=temperature, seed=0
@@ -297,6 +305,11 @@ def test_stop_string_truncates_text_but_keeps_ids(client):
         ({"messages": MESSAGES, "temperature": -1}, 400, "temperature"),
         ({"messages": "hello"}, 400, "messages"),
         ({"messages": MESSAGES, "tool_choice": "auto"}, 400, "tool_choice"),
+        (  # a named tool_choice whose `function` is not an object (was a 500)
+            {"messages": MESSAGES, "tools": TOOLS, "tool_choice": {"function": "bash"}},
+            400,
+            "tool_choice",
+        ),
         ({"messages": MESSAGES, "stream_options": {"include_usage": True}}, 400, "stream_options"),
     ],
 )

@@ -122,7 +122,8 @@ class Engine:
         if seed is None:
             with self._seed_lock:
                 seed = int(self._seeds.integers(2**63))
-        return np.random.default_rng(seed)
+        # vLLM takes any int seed; numpy only non-negative ones: map into [0, 2**64).
+        return np.random.default_rng(seed % 2**64)
 
     def generate(self, req: GenerationRequest) -> Completion:
         tok = self.tokenizer

@@ -167,9 +167,9 @@ class ChatBody(GenerateBody):
         if choice not in (None, "none") and not self.tools:
             raise EngineError("When using `tool_choice`, `tools` must be set.", param="tool_choice")
         if isinstance(choice, dict):
-            name = (choice.get("function") or {}).get("name")
-            names = {(t.get("function") or {}).get("name") for t in self.tools or []}
-            if name not in names:
+            name = _function_name(choice)
+            names = {_function_name(tool) for tool in self.tools or []}
+            if name is None or name not in names:
                 raise EngineError(
                     f"Tool '{name}' has not been passed in `tools`.", param="tool_choice"
                 )
@@ -223,6 +223,12 @@ class TokenizeBody(_Body):
 class DetokenizeBody(_Body):
     model: str | None = None
     tokens: list[int]
+
+
+def _function_name(item: dict[str, Any]) -> str | None:
+    """The `function.name` of a tool or a named tool_choice; None when it has none."""
+    function = item.get("function")
+    return function.get("name") if isinstance(function, dict) else None
 
 
 def _check_max_logprobs(requested: int, max_logprobs: int) -> None:
