@@ -136,6 +136,21 @@ class Session:
         with self._lock:
             return self._replies.get(digest)
 
+    def with_graph[T](self, fn: Callable[[RolloutGraph], T]) -> T:
+        """`fn(graph)` under the session's lock: the proxy may ingest a turn at any moment, and
+        the graph is not thread-safe by itself. Read (or edit) the graph only this way."""
+        with self._lock:
+            return fn(self.graph)
+
+    def all_findings(self) -> list[Finding]:
+        """A copy of the findings so far (ingest appends to them)."""
+        with self._lock:
+            return list(self.findings)
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        with self._lock:
+            self.findings.extend(findings)
+
     def record_error(self, message: str) -> None:
         with self._lock:
             self.errors += 1

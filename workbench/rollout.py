@@ -310,14 +310,15 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
         interrupted = error is not None and error.kind in ("timeout", "cancelled")
         atif = _reconcile_atif(session, trial.paths.agent_dir, interrupted)
         if run.dialect is not None:
-            findings = check_rollout(session.graph, agentic=True, tier=session.tier)
+            tier = session.tier
+            findings = session.with_graph(lambda g: check_rollout(g, agentic=True, tier=tier))
     if error is None:
         error = _classify(run, rewards, findings)
     error = _blame_engine(session, error)
     if error is None and selection.problem is not None:
         error = RolloutError(kind="reward_ambiguous", message=selection.problem)
 
-    counters = session.graph.counters() if session is not None else {}
+    counters = session.counters() if session is not None else None
     out = RolloutResult(
         id=run.id,
         ok=error is None,
@@ -327,15 +328,15 @@ def _finish(run: _Run, context: RolloutContext) -> RolloutResult:
         error=error,
         tier=session.tier if session is not None else None,
         atif=atif,
-        turns=counters.get("turns", 0),
-        tokens=counters.get("prompt_tokens", 0) + counters.get("completion_tokens", 0),
+        turns=counters.turns if counters is not None else 0,
+        tokens=counters.prompt_tokens + counters.completion_tokens if counters is not None else 0,
         seconds=round(time.monotonic() - run.started, 3),
         session_id=session.id if session is not None else None,
         trial_dir=str(trial_dir) if trial_dir is not None else None,
     )
     meta = _document_meta(run, out, trial_dir)
     if session is not None:
-        session.findings.extend(findings)
+        session.add_findings(findings)
         out.document = session.document(meta)
         # The session id is the harness's API key: revoke it now that the rollout is over.
         context.registry.delete(session.id)
@@ -364,9 +365,9 @@ def _classify(run: _Run, rewards: dict | None, findings: list[Finding]) -> Rollo
         )
     session = run.session
     assert session is not None
-    if len(session.graph) == 0:
+    if session.counters().turns == 0:
         return RolloutError(kind="no_model_calls", message=_no_calls_reason(run))
-    fatal = [f for f in (*session.findings, *findings) if f.level == "FATAL"]
+    fatal = [f for f in (*session.all_findings(), *findings) if f.level == "FATAL"]
     if fatal:
         return RolloutError(kind="capture_invalid", message=f"{fatal[0].code}: {fatal[0].message}")
     if run.request.require_trainable and not _has_trainable_turn(session):
@@ -401,22 +402,29 @@ def _no_calls_reason(run: _Run) -> str:
 
 
 def _has_trainable_turn(session: Session) -> bool:
-    graph = session.graph
-    return session.tier == "tokens" and any(
-        graph.role(i) == "agent" and not graph.node(i).discarded for i in range(len(graph))
+    return session.tier == "tokens" and session.with_graph(
+        lambda graph: any(
+            graph.role(i) == "agent" and not graph.node(i).discarded for i in range(len(graph))
+        )
     )
 
 
 def _reconcile_atif(session: Session, agent_dir: Path, interrupted: bool) -> AtifReport:
-    graph = session.graph
-    calls = [
-        CapturedCall(index=i, completion_ids=tuple(graph.completion_ids(i).tolist()))
-        for i in range(len(graph))
-        if not graph.node(i).discarded
-    ]
+    calls = session.with_graph(
+        lambda graph: [
+            CapturedCall(index=i, completion_ids=tuple(graph.completion_ids(i).tolist()))
+            for i in range(len(graph))
+            if not graph.node(i).discarded
+        ]
+    )
     report = reconcile(agent_dir, calls, interrupted=interrupted)
-    for index in report.demoted:
-        graph.demote(index)  # the agent has finished: no call can race this edit
+
+    def demote(graph: RolloutGraph) -> None:
+        for index in report.demoted:
+            graph.demote(index)
+
+    # Under the lock: a straggling call of the finished agent may still be ingested.
+    session.with_graph(demote)
     return report
 
 

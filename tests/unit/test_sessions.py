@@ -142,3 +142,25 @@ def test_probe_of_one_engine_is_shared_by_concurrent_loops():
         return (await pool.get(UNREACHABLE)).tier
 
     assert run_in_threads(4, handle) == ["text"] * 4
+
+
+async def test_with_graph_holds_the_lock_so_an_ingest_waits_for_the_reader():
+    # The rollout reads the graph while a straggling call may still be ingested: a reader must
+    # never see (or edit) a graph halfway through an add.
+    session = await SessionRegistry().create(UNREACHABLE)
+    ingested = threading.Event()
+
+    def ingest():
+        session.ingest(turn([1, 2], [3]))
+        ingested.set()
+
+    def read(graph):
+        writer = threading.Thread(target=ingest)
+        writer.start()
+        blocked = not ingested.wait(0.2)
+        return blocked, len(graph), writer
+
+    blocked, seen, writer = session.with_graph(read)
+    writer.join(timeout=10)
+    assert blocked and seen == 0
+    assert ingested.is_set() and session.counters().turns == 1
