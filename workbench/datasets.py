@@ -125,12 +125,16 @@ class DatasetResolver:
     resolves when its registry is unreachable later (offline).
     """
 
-    def __init__(self, cache_dir: Path | None = None) -> None:
-        cache_dir = cache_dir or Settings().home / "cache" / "datasets"
+    def __init__(self, cache_dir: Path) -> None:
         self.tasks_dir = cache_dir / "tasks"
         self.lists_dir = cache_dir / "lists"
         self._cache: dict[str, _Cached] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_home(cls, home: Path) -> "DatasetResolver":
+        """The resolver of a workbench home: its cache is `home/cache/datasets`."""
+        return cls(home / "cache" / "datasets")
 
     def resolve(self, spec: str, *, refresh: bool = False) -> Dataset:
         spec = spec.strip()
@@ -411,8 +415,9 @@ def _run(coro, *, what: str = ""):
 
 @functools.cache
 def default_resolver() -> DatasetResolver:
-    """The process-wide resolver (created on first use, so its cache is shared)."""
-    return DatasetResolver()
+    """The process-wide resolver of the WORKBENCH_HOME home (created on first use, so its cache
+    is shared). The service, the UI and the CLI use their own configured home's resolver."""
+    return DatasetResolver.for_home(Settings().home)
 
 
 def resolve_dataset(spec: str, *, refresh: bool = False) -> Dataset:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from workbench.datasets import DatasetResolver
 from workbench.failures import Failure, RolloutError, trial_error
 from workbench.harbor_trial import SlotGate, TrialRun, build_trial_config, preflight
 from workbench.harnesses import get_harness
@@ -44,6 +45,7 @@ async def run_oracle(
     task: str,
     sandbox: str,
     store: Store,
+    datasets: DatasetResolver,
     *,
     sandbox_slots: SlotGate | None = None,
     timeout_s: float | None = None,
@@ -54,7 +56,7 @@ async def run_oracle(
     error: RolloutError | None = None
     trial: TrialRun | None = None
     try:
-        info = await asyncio.to_thread(resolve_task, dataset, task)
+        info = await asyncio.to_thread(resolve_task, datasets, dataset, task)
         task = info.name
         sandbox_info = get_sandbox(sandbox)
         if not sandbox_info.usable:

@@ -27,7 +27,7 @@ from capture.sessions import Session, SessionRegistry
 from capture.types import TIER_RANK, Dialect, Phase, Tier
 from capture.validate import Finding, check_rollout
 from workbench.atif import AtifReport, CapturedCall, reconcile
-from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
+from workbench.datasets import DatasetError, DatasetResolver, TaskInfo
 from workbench.failures import ErrorKind, Failure, RolloutError, trial_error
 from workbench.harbor_trial import (
     SESSION_KEYS,
@@ -108,6 +108,7 @@ class RolloutContext:
     registry: capture sessions (shared with the proxy serving `proxy_url`).
     proxy_url: where harnesses reach the capture proxy, without `/v1`.
     store: where the document, the live turn log and Harbor's trial dirs go.
+    datasets: resolves the request's dataset (caching under the configured home).
     sandbox_slots: limit on concurrent sandbox creations.
     cancel: set to cancel the rollout (its sandbox is stopped first).
     on_status: phase changes (queued, booting, agent, verifying, done).
@@ -117,6 +118,7 @@ class RolloutContext:
     registry: SessionRegistry
     proxy_url: str
     store: Store
+    datasets: DatasetResolver
     sandbox_slots: SlotGate | None = None
     cancel: asyncio.Event | None = None
     on_status: StatusCallback | None = None
@@ -186,7 +188,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     request = run.request
     # In a thread: the first lookups import Harbor's agents (litellm, seconds) and run the
     # sandbox's preflight (subprocesses); this loop may be serving other rollouts meanwhile.
-    run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request)
+    run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request, context.datasets)
     if not sandbox.usable:
         raise Failure("sandbox_unavailable", f"sandbox {sandbox.name!r}: {sandbox.reason}")
     run.dialect = _choose_dialect(run.harness, request.dialect)
@@ -227,10 +229,10 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
         SESSION_KEYS.release(key_name)
 
 
-def resolve_task(dataset: str, task: str) -> TaskInfo:
+def resolve_task(datasets: DatasetResolver, dataset: str, task: str) -> TaskInfo:
     """The task named `task` (full name, short name or directory name) in a dataset spec."""
     try:
-        tasks = resolve_dataset(dataset).tasks
+        tasks = datasets.resolve(dataset).tasks
     except DatasetError as exc:
         raise Failure("internal", f"dataset {dataset!r}: {exc}") from exc
     for info in tasks:
@@ -244,9 +246,11 @@ def trials_dir(store: Store, job: str | None) -> Path:
     return store.jobs_dir / (job or "workbench-" + datetime.now(UTC).strftime("%Y-%m-%d"))
 
 
-def _resolve(request: RolloutRequest) -> tuple[TaskInfo, HarnessInfo, SandboxInfo]:
+def _resolve(
+    request: RolloutRequest, datasets: DatasetResolver
+) -> tuple[TaskInfo, HarnessInfo, SandboxInfo]:
     return (
-        resolve_task(request.dataset, request.task),
+        resolve_task(datasets, request.dataset, request.task),
         _lookup(get_harness, request.harness, "agent_setup_failed", "harness"),
         _lookup(get_sandbox, request.sandbox, "sandbox_unavailable", "sandbox"),
     )

@@ -21,7 +21,7 @@ from rich.table import Table
 from capture.engines import EngineRef
 from capture.sessions import Session
 from capture.types import DIALECTS, Dialect
-from workbench.datasets import DatasetError, TaskInfo, resolve_dataset
+from workbench.datasets import DatasetError, TaskInfo, default_resolver, resolve_dataset
 from workbench.golden import OracleResult, run_oracle
 from workbench.harnesses import get_harness
 from workbench.rollout import RolloutRequest, RolloutResult
@@ -95,9 +95,7 @@ def rollout_command(
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    settings = Settings()
-    settings.max_rollouts = concurrency
-    service = WorkbenchService(settings)
+    service = _service(concurrency)
     try:
         if engine_ref is None:
             engine_ref = service.start_embedded_engine()
@@ -130,6 +128,14 @@ def rollout_command(
                 shutil.copy(result.document_path, out / f"{result.id}.json")
     _print_summary(console, results, out)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _service(concurrency: int) -> WorkbenchService:
+    """A command's service: WORKBENCH_* settings, `concurrency` rollouts at once, and the
+    process's dataset resolver (the one `pick_tasks` used: the dataset resolves once)."""
+    settings = Settings()
+    settings.max_rollouts = concurrency
+    return WorkbenchService(settings, default_resolver())
 
 
 def _check_harness_and_sandbox(harness: str, sandbox: str) -> None:
@@ -259,9 +265,7 @@ def golden_command(
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    settings = Settings()
-    settings.max_rollouts = concurrency
-    service = WorkbenchService(settings)
+    service = _service(concurrency)
 
     async def all_tasks() -> list[OracleResult]:
         async def one(info: TaskInfo) -> OracleResult:
@@ -271,6 +275,7 @@ def golden_command(
                     info.name,
                     sandbox,
                     service.store,
+                    service.datasets,
                     sandbox_slots=service.sandbox_slots,
                     timeout_s=timeout,
                 )

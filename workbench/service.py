@@ -25,6 +25,7 @@ from capture.serving import ThreadedServer
 from capture.sessions import Session, SessionCounters, SessionRegistry
 from capture.settings import CaptureSettings, is_public_host
 from capture.types import Phase
+from workbench.datasets import DatasetResolver
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.script import ScriptPolicy
@@ -143,11 +144,14 @@ class _Handle:
 class WorkbenchService:
     """Runs rollouts against one capture app. See the module docstring.
 
-    settings: home (store + Harbor jobs), limits, admin key, public URL of the proxy.
+    settings: home (store, Harbor jobs, dataset cache), limits, admin key, public URL of the proxy.
+    datasets: the dataset resolver (default: the one caching under `settings.home`); pass the
+        caller's own to share its cache.
     """
 
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None, datasets: DatasetResolver | None = None):
         self.settings = settings or Settings()
+        self.datasets = datasets or DatasetResolver.for_home(self.settings.home)
         capture = CaptureSettings(
             admin_key=self.settings.admin_key,
             public=is_public_host(self.settings.host),
@@ -223,6 +227,7 @@ class WorkbenchService:
             registry=self.registry,
             proxy_url=self.proxy_url or "",
             store=self.store,
+            datasets=self.datasets,
             sandbox_slots=self.sandbox_slots,
             cancel=cancel,
             on_status=on_status,

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from workbench.datasets import DEMO_DIR, DatasetError, DatasetResolver, resolve_dataset
+from workbench.service import WorkbenchService
+from workbench.settings import Settings
+from workbench.ui.catalogues import Catalogues
 
 DEMO_NAMES = {"workbench/hello-file", "workbench/fix-bug", "workbench/csv-summary"}
 
@@ -207,3 +210,18 @@ def test_git_repo_through_harbors_client_then_offline(git_remote, tmp_path):
     assert "registry unreachable" in again.source
     with pytest.raises(DatasetError, match="needs the network"):
         DatasetResolver(cache_dir=tmp_path / "empty-cache").resolve(url)
+
+
+@pytest.mark.slow
+def test_a_service_caches_remote_datasets_under_its_own_home_not_the_default(git_remote, tmp_path):
+    # The resolver once cached under Settings().home (~/.workbench) whatever home the service
+    # or app was configured with.
+    _, url = git_remote
+    home = tmp_path / "home"
+    service = WorkbenchService(Settings(home=home))
+    try:
+        dataset = service.datasets.resolve(url)
+        assert dataset.tasks and all(t.path.is_relative_to(home) for t in dataset.tasks)
+        assert Catalogues([url], service.datasets).datasets()[0].tasks == len(dataset.tasks)
+    finally:
+        service.close()

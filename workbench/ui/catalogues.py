@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from workbench.datasets import Dataset, DatasetError, TaskInfo, resolve_dataset
+from workbench.datasets import Dataset, DatasetError, DatasetResolver, TaskInfo
 from workbench.harnesses import HarnessInfo, harness_catalogue
 from workbench.sandboxes import SandboxInfo, sandbox_catalogue
 
@@ -33,14 +33,16 @@ class TaskEntry(BaseModel):
 
 class Catalogues:
     """`specs` are the dataset specs offered first (settings.datasets); a spec that resolves
-    when typed into the picker is offered from then on."""
+    when typed into the picker is offered from then on. `datasets` resolves them (the service's
+    resolver, caching under its home)."""
 
-    def __init__(self, specs: Sequence[str]):
+    def __init__(self, specs: Sequence[str], datasets: DatasetResolver):
         self.specs = list(dict.fromkeys(specs))
+        self.resolver = datasets
 
     def dataset(self, spec: str) -> Dataset:
         """The resolved dataset; raises DatasetError (with what to do) when it cannot be."""
-        dataset = resolve_dataset(spec)
+        dataset = self.resolver.resolve(spec)
         if spec not in self.specs:
             self.specs.append(spec)
         return dataset

@@ -455,7 +455,7 @@ class WorkbenchPage:
 
 def build_ui(service: WorkbenchService, settings: Settings) -> gr.Blocks:
     """The page, with the named API endpoints registered on it."""
-    return WorkbenchPage(service, settings, Catalogues(settings.datasets)).build()
+    return WorkbenchPage(service, settings, Catalogues(settings.datasets, service.datasets)).build()
 
 
 def allowed_paths(service: WorkbenchService) -> list[str]:
