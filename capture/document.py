@@ -7,6 +7,9 @@ Two forms of the same graph:
   prompt+completion) and `messages_delta` after `messages_inherited` of its parent's
   messages; sequences carry node ids only. Its size is linear in unique tokens.
 
+Both forms keep each distinct tool manifest once, in the document's `tools` table; a turn's
+`tools` is its manifest's index there (null: the request had none).
+
 JSON has no NaN or infinity: a non-finite logprob is written as null. Sequence logprobs are null
 wherever the loss mask is 0.
 
@@ -131,6 +134,7 @@ def build_document(
             "sequences": len(sequences),
             "trainable_turns": trainable,
         },
+        "tools": graph.tool_manifests(),
         "turns": [_turn_record(graph, i, compact) for i in range(len(graph))],
         "sequences": [_sequence_record(s, compact) for s in sequences],
         "findings": [f.model_dump() for f in findings],
@@ -198,6 +202,7 @@ def _turn_record(graph: RolloutGraph, index: int, compact: bool) -> dict[str, An
             "content": meta["content"],
             "reasoning": meta["reasoning"],
             "has_tools": meta["has_tools"],
+            "tools": graph.tools_index(index),
             "tool_calls": meta["tool_calls"],
             "sampling_requested": meta["sampling_requested"],
             "sampling_applied": meta["sampling_applied"],
@@ -239,6 +244,7 @@ def graph_from_document(doc: dict[str, Any]) -> RolloutGraph:
             "convert it with the workbench version that wrote it"
         )
     compact = doc.get("form") == "compact"
+    manifests = doc.get("tools") or []
     graph = RolloutGraph()
     for position, record in enumerate(doc.get("turns", [])):
         if record.get("id") != position:
@@ -267,6 +273,7 @@ def graph_from_document(doc: dict[str, Any]) -> RolloutGraph:
             stop_reason=record["stop_reason"],
             messages=messages,
             has_tools=record["has_tools"],
+            tools=tool_manifest(manifests, record.get("tools"), position),
             tool_calls=record["tool_calls"],
             content=record["content"],
             reasoning=record["reasoning"],
@@ -295,6 +302,19 @@ def graph_from_document(doc: dict[str, Any]) -> RolloutGraph:
                 "says otherwise: the document was edited or is corrupt"
             )
     return graph
+
+
+def tool_manifest(manifests: list[Any], index: Any, turn: int) -> Any:
+    """The manifest a turn's `tools` index names in the document's `tools` table (None for
+    null); DocumentError when it names none."""
+    if index is None:
+        return None
+    if not isinstance(index, int) or not 0 <= index < len(manifests):
+        raise DocumentError(
+            f"turn {turn} names tool manifest {index!r} but the document has "
+            f"{len(manifests)}: the document was edited or is corrupt"
+        )
+    return manifests[index]
 
 
 def expand_document(doc: dict[str, Any]) -> dict[str, Any]:
@@ -381,4 +401,18 @@ def validate_document(doc: dict[str, Any]) -> list[str]:
         f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
         for e in sorted(validator.iter_errors(slim), key=lambda e: list(map(str, e.path)))
     ]
-    return problems
+    return problems + _tools_problems(doc)
+
+
+def _tools_problems(doc: dict[str, Any]) -> list[str]:
+    """Turns whose `tools` index is past the end of the `tools` table (the schema cannot say)."""
+    table = doc.get("tools")
+    size = len(table) if isinstance(table, list) else 0
+    turns = doc.get("turns")
+    return [
+        f"turns/{i}/tools: {record['tools']} names no manifest (the tools table has {size})"
+        for i, record in enumerate(turns if isinstance(turns, list) else [])
+        if isinstance(record, dict)
+        and isinstance(record.get("tools"), int)
+        and record["tools"] >= size
+    ]

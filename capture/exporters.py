@@ -3,7 +3,7 @@
 `trace_entries` gives one record per live agent turn in the shape of TRL's loop-owning
 `TraceEntry` (trl/experimental/async_grpo/openenv_harness.py, a `TypedDict(total=False)`):
 
-    {"request":  {"messages": [...], "tools": None},
+    {"request":  {"messages": [...], "tools": [...] | None},
      "response": {"choices": [{"index": 0, "finish_reason": ...,
                                "message": {"role": "assistant", "content": ...,
                                            "reasoning_content": ..., "tool_calls": [...]}}]},
@@ -12,10 +12,11 @@
      "prompt_token_ids": [...],          # extra key: the engine's exact prompt ids
      "rollout_id", "turn", "parent", "root", "reward"}   # extra keys: provenance
 
-Tool calls are in OpenAI nested form. `request.tools` is None: the capture keeps whether a
-tool manifest was present, not the manifest itself, so a consumer must use `prompt_token_ids`
-rather than re-render the messages. Turns of every agent root are exported (subagents too);
-aux and discarded turns are not.
+Tool calls are in OpenAI nested form. `request.tools` is the manifest the call sent upstream
+(chat-completions form; None without one, and in documents written before manifests were
+kept), so a trainer can re-render the prompt from `messages` + `tools`; `prompt_token_ids` stay
+the exact ids. Turns of every agent root are exported (subagents too); aux and discarded turns
+are not.
 
 `sequence_records` gives one record per sequence: token ids, loss mask and logprobs (null where
 the mask is 0), with the rollout's reward.
@@ -26,12 +27,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from capture.document import DocumentError, expand_document
+from capture.document import DocumentError, expand_document, tool_manifest
 from capture.types import SCHEMA_ID
 
 
 def trace_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     turns = _expanded(doc)["turns"]
+    manifests = doc.get("tools") or []
     rollout_id = doc.get("ids", {}).get("rollout")
     out = []
     for t in turns:
@@ -44,7 +46,10 @@ def trace_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
             message["tool_calls"] = t["tool_calls"]
         out.append(
             {
-                "request": {"messages": t["messages"], "tools": None},
+                "request": {
+                    "messages": t["messages"],
+                    "tools": tool_manifest(manifests, t.get("tools"), t["id"]),
+                },
                 "response": {
                     "choices": [
                         {"index": 0, "finish_reason": t["finish_reason"], "message": message}

@@ -18,6 +18,9 @@ How it stays linear:
   numpy comparison per run on its path, not one per turn.
 - Messages. A turn keeps only the request messages its parent's request did not carry
   (`messages_inherited` + delta); `messages(i)` rebuilds the list on demand.
+- Tool manifests. Every call of an agent usually repeats the same manifest: the graph keeps one
+  object per distinct manifest (keyed by a digest of its exact JSON, key order included, since a
+  template renders that order) in `tool_manifests()`; a turn refers to its entry.
 
 Discarded turns: a turn superseded by a later call with the identical (non-empty) prompt is
 discarded with its descendants, and so is any later turn attached under a discarded turn.
@@ -30,6 +33,8 @@ differently (whitespace in tool calls, stripped reasoning). Divergence inside a 
 not drift: compaction roots and subagents legitimately share the system prompt only.
 """
 
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -188,6 +193,7 @@ class _Node:
     messages_inherited: int
     messages_delta: list[dict[str, Any]]
     meta: Turn  # ids and messages stripped: never exposed as a Turn
+    tools: int  # index in the graph's tool manifests; -1: none
     children: list[int]
     live_children: int = 0
     discarded: bool = False
@@ -209,6 +215,8 @@ class RolloutGraph:
         self._filter = np.zeros(256, dtype=np.uint32)
         self._powers = np.ones(1, dtype=np.int32)  # B^j mod M < 2**31: int32 halves the table
         self._message_cache: dict[int, list[dict[str, Any]]] = {}
+        self._manifests: list[list[dict[str, Any]]] = []
+        self._manifest_ids: dict[bytes, int] = {}
         self._root_size: dict[int, int] = {}
         self._tool_roots: set[int] = set()
         self._largest_root = -1
@@ -238,6 +246,7 @@ class RolloutGraph:
         start = pnode.full_len if pnode else 0
         run = self._store(pnode, parent, prompt[start:], completion, superseded)
         inherited, delta, messages = self._message_delta(parent, turn.messages)
+        tools = self._intern_tools(turn.tools)
         node = _Node(
             parent=parent,
             root=pnode.root if pnode else index,
@@ -259,8 +268,10 @@ class RolloutGraph:
                 completion_ids=_EMPTY_IDS,
                 completion_logprobs=None,
                 messages=[],
+                tools=self._manifests[tools] if tools >= 0 else None,
                 **self._shared_settings(turn),
             ),
+            tools=tools,
             children=[],
             demoted=bool(turn.aux),
         )
@@ -275,6 +286,27 @@ class RolloutGraph:
         self._completion_tokens += len(completion)
         self._unique_tokens += plen - start + len(completion)
         return index
+
+    def _intern_tools(self, tools: list[dict[str, Any]] | None) -> int:
+        """The index of this manifest in `tool_manifests()` (added when new); -1 for none."""
+        if not tools:
+            return -1
+        exact = json.dumps(tools, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+        digest = hashlib.blake2b(exact.encode(), digest_size=16).digest()
+        found = self._manifest_ids.get(digest)
+        if found is None:
+            found = self._manifest_ids[digest] = len(self._manifests)
+            self._manifests.append(tools)
+        return found
+
+    def tool_manifests(self) -> list[list[dict[str, Any]]]:
+        """Every distinct tool manifest, in order of first use (turns refer to them by index)."""
+        return list(self._manifests)
+
+    def tools_index(self, index: int) -> int | None:
+        """The index of turn `index`'s manifest in `tool_manifests()`; None when it had none."""
+        found = self._nodes[index].tools
+        return found if found >= 0 else None
 
     def _shared_settings(self, turn: Turn) -> dict[str, Any]:
         """Sampling dicts equal to the previous turn's reuse its objects (they rarely change)."""

@@ -453,6 +453,7 @@ def turn_from_reply(reply: dict[str, Any], shaped: Shaped, session: Session) -> 
         stop_reason=choice.get("stop_reason"),
         messages=shaped.body.get("messages") or [],
         has_tools=bool(shaped.body.get("tools")),
+        tools=shaped.body.get("tools") or None,
         tool_calls=list(message.get("tool_calls") or []),
         content=message.get("content"),
         reasoning=message.get("reasoning") or message.get("reasoning_content"),

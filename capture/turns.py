@@ -24,6 +24,8 @@ class Turn:
     `completion_logprobs` is None when the engine returned none (tier `text`).
     `messages` are the chat-completions messages sent upstream (after translation and shaping).
     `tool_calls` are in OpenAI nested form: {"id", "type": "function", "function": {"name", "arguments"}}.
+    `tools` is the request's tool manifest as sent upstream (chat-completions form), None without
+    one. The graph keeps one object per distinct manifest: never mutate it.
     """
 
     prompt_ids: np.ndarray
@@ -36,6 +38,7 @@ class Turn:
     stop_reason: int | str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     has_tools: bool = False
+    tools: list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     content: str | None = None
     reasoning: str | None = None

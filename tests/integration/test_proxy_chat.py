@@ -132,6 +132,9 @@ def test_non_streaming_tool_loop_is_one_root_chain_with_the_engines_ids(engine, 
     assert_captured_as_engine_returned(turns[1], direct(engine, body2))
     counters = httpx.get(f"{proxy.url}/sessions/{session['session_id']}").json()
     assert (counters["turns"], counters["roots"], counters["errors"]) == (2, 1, 0)
+    # The manifest as sent upstream, kept once for both calls.
+    assert doc["tools"] == [[BASH]]
+    assert [t["tools"] for t in turns] == [0, 0]
 
 
 def test_streaming_tool_loop_gets_the_exact_chunk_grammar(engine, proxy):
@@ -201,7 +204,12 @@ def test_empty_tools_array_is_dropped(engine, proxy):
     session = new_session(proxy, engine.url)
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=session["session_id"])
     client.chat.completions.create(**bare, tools=[], tool_choice="auto")
-    assert document(proxy, session["session_id"])["turns"][0]["has_tools"] is False
+    doc = document(proxy, session["session_id"])
+    assert (doc["turns"][0]["has_tools"], doc["turns"][0]["tools"], doc["tools"]) == (
+        False,
+        None,
+        [],
+    )
 
 
 def test_max_tokens_is_clamped_to_the_ceiling(engine, proxy):

@@ -20,6 +20,13 @@ from capture.validate import Finding
 
 SYSTEM = list(range(1000, 1040))
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}
+BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
+READ = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
+
+
+def manifest(*tools: dict) -> list[dict]:
+    """A fresh copy per call, as each request's parsed body is."""
+    return json.loads(json.dumps(list(tools)))
 
 
 def sample_graph() -> RolloutGraph:
@@ -33,6 +40,7 @@ def sample_graph() -> RolloutGraph:
             [1, 2],
             [-0.1, -0.2],
             has_tools=True,
+            tools=manifest(BASH),
             messages=history,
             tool_calls=[CALL],
             finish_reason="tool_calls",
@@ -43,10 +51,11 @@ def sample_graph() -> RolloutGraph:
         )
     )
     step = [*history, reply, {"role": "tool", "tool_call_id": "c1", "content": "a b"}]
-    g.add(Turn([*SYSTEM, 1, 2, 3], [4], [-0.3], has_tools=True, messages=step))
-    g.add(Turn([*SYSTEM, 1, 2, 3], [5, 6], [-0.4, float("-inf")], has_tools=True, messages=step))
-    g.add(Turn([*SYSTEM, 1, 2, 7], [8], [-0.5], has_tools=True, messages=step[:3]))
-    g.add(Turn([9] * 10, [10], [-0.6], has_tools=True, content="sub"))
+    bash = {"has_tools": True, "tools": manifest(BASH)}
+    g.add(Turn([*SYSTEM, 1, 2, 3], [4], [-0.3], messages=step, **bash))
+    g.add(Turn([*SYSTEM, 1, 2, 3], [5, 6], [-0.4, float("-inf")], messages=step, **bash))
+    g.add(Turn([*SYSTEM, 1, 2, 7], [8], [-0.5], messages=step[:3], **bash))
+    g.add(Turn([9] * 10, [10], [-0.6], has_tools=True, tools=manifest(READ), content="sub"))
     g.add(Turn([11] * 5, [12], [-0.7], content="title"))
     return g
 
@@ -91,7 +100,7 @@ def test_compact_size_stays_linear_while_full_grows_quadratically():
         g = RolloutGraph()
         prompt = list(SYSTEM)
         for i in range(n):
-            g.add(Turn(prompt, [i + 1] * 50, [-0.1] * 50, has_tools=True))
+            g.add(Turn(prompt, [i + 1] * 50, [-0.1] * 50, has_tools=True, tools=manifest(BASH)))
             prompt = [*prompt, *([i + 1] * 50), 7]
         return g
 
@@ -111,6 +120,21 @@ def test_build_parse_round_trip_is_exact(compact):
     doc = json.loads(json.dumps(build_document(g, [], DocumentMeta(), compact=compact)))
     again = build_document(graph_from_document(doc), [], DocumentMeta(), compact=compact)
     assert again == doc
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_each_distinct_tool_manifest_is_written_once_and_turns_index_it(compact):
+    doc = build_document(sample_graph(), [], DocumentMeta(), compact=compact)
+    assert doc["tools"] == [[BASH], [READ]]
+    assert [t["tools"] for t in doc["turns"]] == [0, 0, 0, 0, 1, None]
+
+
+def test_a_tools_index_past_the_table_is_refused():
+    doc = json.loads(json.dumps(build_document(sample_graph(), [], DocumentMeta())))
+    doc["turns"][1]["tools"] = 2
+    assert validate_document(doc) == ["turns/1/tools: 2 names no manifest (the tools table has 2)"]
+    with pytest.raises(DocumentError, match="turn 1 names tool manifest 2"):
+        graph_from_document(doc)
 
 
 def test_compact_expands_to_the_full_document():

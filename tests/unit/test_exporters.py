@@ -13,12 +13,23 @@ from workbench.cli import app
 
 SYSTEM = list(range(1000, 1040))
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
 
 def rollout() -> RolloutGraph:
     g = RolloutGraph()
     msgs = [{"role": "user", "content": "task"}]
-    g.add(Turn(SYSTEM, [1, 2], [-0.1, -0.2], has_tools=True, messages=msgs, tool_calls=[CALL]))
+    g.add(
+        Turn(
+            SYSTEM,
+            [1, 2],
+            [-0.1, -0.2],
+            has_tools=True,
+            tools=TOOLS,
+            messages=msgs,
+            tool_calls=[CALL],
+        )
+    )
     g.add(Turn([*SYSTEM, 1, 2, 3], [4], [-0.3], has_tools=True))  # retried below: discarded
     g.add(Turn([*SYSTEM, 1, 2, 3], [5], [-0.4], has_tools=True, content="done", reasoning="r"))
     g.add(Turn([7] * 8, [8], [-0.5], has_tools=True))  # subagent root: agent too
@@ -41,6 +52,8 @@ def test_trace_entries_cover_every_agent_root_and_skip_aux_and_discarded(doc):
 def test_trace_entry_has_trl_shape_with_nested_tool_calls(doc):
     first, second, _ = trace_entries(doc)
     assert first["request"]["messages"] == [{"role": "user", "content": "task"}]
+    # TRL re-renders the prompt from messages + tools: the manifest the call sent upstream.
+    assert (first["request"]["tools"], second["request"]["tools"]) == (TOOLS, None)
     choice = first["response"]["choices"][0]
     assert choice["message"]["tool_calls"] == [CALL]
     assert choice["message"]["tool_calls"][0]["function"]["name"] == "bash"

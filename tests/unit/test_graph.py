@@ -295,3 +295,27 @@ def test_a_long_rollout_keeps_each_message_once():
     kept = sum(len(g.messages(i)) - g.node(i).messages_inherited for i in range(len(g)))
     assert kept == 2 + 2 * 299  # not 300 copies of a growing history
     assert g.messages(299) == history[:-2]
+
+
+def test_identical_tool_manifests_are_stored_once_not_per_turn():
+    # An agent resends the same manifest (often tens of kB) on every call.
+    def manifest(name: str) -> list[dict]:
+        return [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}]
+
+    g = RolloutGraph()
+    g.add(Turn([1, 2], [3], [-0.1], tools=manifest("bash")))
+    g.add(Turn([1, 2, 3, 4], [5], [-0.1], tools=manifest("bash")))
+    g.add(Turn([9, 9], [5], [-0.1], tools=manifest("read")))
+    g.add(Turn([9, 9, 5, 6], [7], [-0.1]))
+    assert g.tool_manifests() == [manifest("bash"), manifest("read")]
+    assert [g.tools_index(i) for i in range(4)] == [0, 0, 1, None]
+    assert g.turn(0).tools is g.turn(1).tools
+    assert g.turn(3).tools is None
+
+
+def test_manifests_that_differ_only_in_key_order_are_kept_apart():
+    # A chat template renders the manifest's JSON as sent: key order changes the prompt.
+    g = RolloutGraph()
+    g.add(Turn([1], [2], [-0.1], tools=[{"type": "function", "function": {"name": "a"}}]))
+    g.add(Turn([1, 2, 3], [4], [-0.1], tools=[{"function": {"name": "a"}, "type": "function"}]))
+    assert [g.tools_index(i) for i in range(2)] == [0, 1]
