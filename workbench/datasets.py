@@ -413,11 +413,16 @@ def _run(coro, *, what: str = ""):
             raise DatasetError(f"Cannot resolve {what}: {type(exc).__name__}: {exc}") from exc
 
 
-@functools.cache
 def default_resolver() -> DatasetResolver:
-    """The process-wide resolver of the WORKBENCH_HOME home (created on first use, so its cache
-    is shared). The service, the UI and the CLI use their own configured home's resolver."""
-    return DatasetResolver.for_home(Settings().home)
+    """The resolver of the home WORKBENCH_* names now (one per home, so its cache is shared;
+    WORKBENCH_HOME may change between calls, e.g. between tests). A WorkbenchService uses the
+    resolver of the home it was configured with."""
+    return _resolver_of(Settings().home)
+
+
+@functools.cache
+def _resolver_of(home: Path) -> DatasetResolver:
+    return DatasetResolver.for_home(home)
 
 
 def resolve_dataset(spec: str, *, refresh: bool = False) -> Dataset:

@@ -132,7 +132,7 @@ def rollout_command(
 
 def _service(concurrency: int) -> WorkbenchService:
     """A command's service: WORKBENCH_* settings, `concurrency` rollouts at once, and the
-    process's dataset resolver (the one `pick_tasks` used: the dataset resolves once)."""
+    dataset resolver of that home (the one `pick_tasks` used: the dataset resolves once)."""
     settings = Settings()
     settings.max_rollouts = concurrency
     return WorkbenchService(settings, default_resolver())

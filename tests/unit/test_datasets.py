@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.datasets import DEMO_DIR, DatasetError, DatasetResolver, resolve_dataset
+from workbench.datasets import (
+    DEMO_DIR,
+    DatasetError,
+    DatasetResolver,
+    default_resolver,
+    resolve_dataset,
+)
 from workbench.service import WorkbenchService
 from workbench.settings import Settings
 from workbench.ui.catalogues import Catalogues
@@ -225,3 +231,15 @@ def test_a_service_caches_remote_datasets_under_its_own_home_not_the_default(git
         assert Catalogues([url], service.datasets).datasets()[0].tasks == len(dataset.tasks)
     finally:
         service.close()
+
+
+def test_the_default_resolver_follows_workbench_home(tmp_path, monkeypatch):
+    # It was created once per process: a later WORKBENCH_HOME (another test, another command)
+    # still cached under the first home.
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "a"))
+    first = default_resolver()
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "b"))
+    second = default_resolver()
+    assert first.tasks_dir.is_relative_to(tmp_path / "a")
+    assert second.tasks_dir.is_relative_to(tmp_path / "b")
+    assert default_resolver() is second  # one per home: its memory cache is shared
