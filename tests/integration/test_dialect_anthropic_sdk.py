@@ -38,12 +38,6 @@ SYSTEM_BLOCKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def stack():
-    with Stack() as running:
-        yield running
-
-
 def client(stack: Stack, key: str) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=stack.url, api_key=key, max_retries=0)
 
@@ -106,13 +100,9 @@ def run_conversation(stack: Stack, *, stream: bool) -> None:
 
 
 @pytest.mark.slow
-def test_create_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=False)
-
-
-@pytest.mark.slow
-def test_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=True)
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack, stream):
+    run_conversation(stack, stream=stream)
 
 
 def test_stream_deltas_carry_thinking_text_and_tool_input(stack):

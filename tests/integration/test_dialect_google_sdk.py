@@ -42,13 +42,6 @@ CONFIG = types.GenerateContentConfig(
 )
 
 
-@pytest.fixture(scope="module")
-def stack():
-    # The default keepalive interval is shorter than any engine call: every stream carries some.
-    with Stack() as running:
-        yield running
-
-
 def client(
     stack: Stack, key: str, version: str | None = None, http: httpx.Client | None = None
 ) -> genai.Client:
@@ -155,13 +148,11 @@ def run_conversation(stack: Stack, *, stream: bool) -> None:
 
 
 @pytest.mark.slow
-def test_generate_content_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=False)
-
-
-@pytest.mark.slow
-def test_generate_content_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=True)
+@pytest.mark.parametrize(
+    "stream", [False, True], ids=["generate_content", "generate_content_stream"]
+)
+def test_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack, stream):
+    run_conversation(stack, stream=stream)
 
 
 def test_javascript_replay_of_function_call_args_is_one_chain(stack):

@@ -34,12 +34,6 @@ TOOLS = [{"type": "function", "name": "bash", "description": "Run a shell comman
 CUSTOM = [{"type": "custom", "name": "apply_patch", "description": "Apply a patch."}]
 
 
-@pytest.fixture(scope="module")
-def stack():
-    with Stack() as running:
-        yield running
-
-
 def client(stack: Stack, key: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0)
 
@@ -101,13 +95,9 @@ def run_conversation(stack: Stack, *, stream: bool) -> None:
 
 
 @pytest.mark.slow
-def test_create_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=False)
-
-
-@pytest.mark.slow
-def test_stream_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack):
-    run_conversation(stack, stream=True)
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_three_turn_tool_loop_is_one_chain_with_the_engines_ids(stack, stream):
+    run_conversation(stack, stream=stream)
 
 
 def test_raw_event_stream_has_sequence_numbers_and_a_completed_id(stack):

@@ -7,18 +7,11 @@ import pytest
 
 from capture.document import validate_document
 from capture.types import Dialect
-from tests.fixtures.rollouts import leftover_processes, make_service, needs_local_sandbox
+from tests.fixtures.rollouts import leftover_processes, needs_local_sandbox
 from workbench.datasets import resolve_dataset
 from workbench.rollout import RolloutRequest
 
 pytestmark = [pytest.mark.slow, needs_local_sandbox]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    service = make_service(tmp_path_factory.mktemp("home"))
-    yield service
-    service.close()
 
 
 # responses: terminus-2's LiteLLM chains calls with `previous_response_id` and sends only the new

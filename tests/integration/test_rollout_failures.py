@@ -12,7 +12,6 @@ from capture.engines import EngineRef
 from tests.fixtures.rollouts import (
     FIXTURE_TASKS,
     leftover_processes,
-    make_service,
     needs_local_sandbox,
     sandboxed_environments,
     scripted_policy,
@@ -24,13 +23,6 @@ from workbench.rollout import RolloutRequest, RolloutResult
 from workbench.service import WorkbenchService
 
 pytestmark = [pytest.mark.slow, needs_local_sandbox]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    service = make_service(tmp_path_factory.mktemp("home"))
-    yield service
-    service.close()
 
 
 def _request(service: WorkbenchService, task: str, **over) -> RolloutRequest:
