@@ -71,6 +71,11 @@ BASH_SCHEMA = {
     "properties": {"cmd": {"type": "string", "description": "The command line."}},
     "required": ["cmd"],
 }
+# The same tool in chat-completions form (the chat dialect's and the engine's own tests).
+BASH_TOOL = {
+    "type": "function",
+    "function": {"name": "bash", "description": "Run a shell command.", "parameters": BASH_SCHEMA},
+}
 MAX_TOKENS = 512
 
 

@@ -9,24 +9,12 @@ from tests.fixtures.rollouts import FIXTURE_TASKS, needs_local_sandbox
 from workbench.cli import app
 
 runner = CliRunner()
+DEMO_ROLLOUT = ["rollout", "--dataset", "demo", "--harness", "terminus-2", "--sandbox", "local"]
 
 
 def test_rollout_refuses_a_missing_engine(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
-    result = runner.invoke(
-        app,
-        [
-            "rollout",
-            "--dataset",
-            "demo",
-            "--task-index",
-            "0",
-            "--harness",
-            "terminus-2",
-            "--sandbox",
-            "local",
-        ],
-    )
+    result = runner.invoke(app, [*DEMO_ROLLOUT, "--task-index", "0"])
     assert result.exit_code != 0
     assert "--engine" in result.output
     assert not list(tmp_path.rglob("*.json"))  # nothing ran, nothing written
@@ -34,10 +22,9 @@ def test_rollout_refuses_a_missing_engine(tmp_path, monkeypatch):
 
 def test_rollout_refuses_a_bad_engine_url_and_task_index(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
-    base = ["rollout", "--dataset", "demo", "--harness", "terminus-2", "--sandbox", "local"]
-    bad_url = runner.invoke(app, [*base, "--engine", "localhost:8000", "--task-index", "0"])
+    bad_url = runner.invoke(app, [*DEMO_ROLLOUT, "--engine", "localhost:8000", "--task-index", "0"])
     assert bad_url.exit_code == 2 and "http(s)" in bad_url.output
-    bad_index = runner.invoke(app, [*base, "--engine", "embedded", "--task-index", "999"])
+    bad_index = runner.invoke(app, [*DEMO_ROLLOUT, "--engine", "embedded", "--task-index", "999"])
     assert bad_index.exit_code == 2 and "--task-index" in bad_index.output
 
 
@@ -46,28 +33,14 @@ def test_rollout_refuses_a_bad_engine_url_and_task_index(tmp_path, monkeypatch):
 def test_rollout_embedded_prints_ok_reward_and_document(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
     monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "out"
     result = runner.invoke(
-        app,
-        [
-            "rollout",
-            "--engine",
-            "embedded",
-            "--dataset",
-            "demo",
-            "--task-index",
-            "0",
-            "--harness",
-            "terminus-2",
-            "--sandbox",
-            "local",
-            "--out",
-            str(tmp_path / "out"),
-        ],
+        app, [*DEMO_ROLLOUT, "--engine", "embedded", "--task-index", "0", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     assert re.search(r"\bok\b", result.output) and " 1 " in result.output
     paths = re.findall(r"document: (\S+)", result.output)
-    assert len(paths) == 1 and (tmp_path / "out").joinpath(paths[0].rsplit("/", 1)[-1]).is_file()
+    assert len(paths) == 1 and out.joinpath(paths[0].rsplit("/", 1)[-1]).is_file()
 
 
 @pytest.mark.slow

@@ -10,24 +10,12 @@ import httpx
 import openai
 import pytest
 
+from tests.integration.dialect_fixtures import BASH_TOOL
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.script import ScriptPolicy, ScriptRule
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a shell command.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    }
-]
+TOOLS = [BASH_TOOL]
 IDS = {"return_token_ids": True}
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -44,7 +32,7 @@ SCRIPT = ScriptPolicy(
             role="user",
             match="(?i)list the files",
             assistant_turns=0,
-            reply='I will look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>',
+            reply='I will look.\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>',
         ),
     ],
     default="I cannot help with that.",
@@ -213,7 +201,7 @@ def test_scripted_two_turn_tool_conversation_is_prefix_stable(scripted):
     (call,) = choice.message.tool_calls
     assert call.id.startswith("chatcmpl-tool-")
     assert call.function.name == "bash"
-    assert json.loads(call.function.arguments) == {"command": "ls"}
+    assert json.loads(call.function.arguments) == {"cmd": "ls"}
     assert len(choice.logprobs.content) == len(choice.model_extra["token_ids"])
     assert all(e.logprob > -9999.0 for e in choice.logprobs.content)
     history += [
@@ -240,7 +228,7 @@ def test_scripted_streaming_tool_call_delta(scripted):
     chunks = list(_chat(client, messages=history, tools=TOOLS, stream=True, extra_body=IDS))
     calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
     assert len(calls) == 1 and calls[0].function.name == "bash"
-    assert json.loads(calls[0].function.arguments) == {"command": "ls"}
+    assert json.loads(calls[0].function.arguments) == {"cmd": "ls"}
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "I will look."
     assert chunks[-1].choices[0].finish_reason == "tool_calls"

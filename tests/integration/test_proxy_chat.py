@@ -12,22 +12,11 @@ from capture.proxy import create_capture_app
 from capture.serving import CaptureServer
 from capture.sessions import SessionRegistry
 from capture.settings import CaptureSettings
+from tests.integration.dialect_fixtures import BASH_TOOL
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.script import ScriptPolicy
 
-BASH = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a shell command.",
-        "parameters": {
-            "type": "object",
-            "properties": {"cmd": {"type": "string"}},
-            "required": ["cmd"],
-        },
-    },
-}
 SCRIPT = ScriptPolicy(
     rules=[
         {"role": "tool", "match": "README", "reply": "The directory holds README.md."},
@@ -44,7 +33,7 @@ FIRST_CALL = {
         {"role": "system", "content": "You are a careful agent."},
         {"role": "user", "content": "List the files, please."},
     ],
-    "tools": [BASH],
+    "tools": [BASH_TOOL],
     "seed": 3,
 }
 
@@ -133,7 +122,7 @@ def test_non_streaming_tool_loop_is_one_root_chain_with_the_engines_ids(engine, 
     counters = httpx.get(f"{proxy.url}/sessions/{session['session_id']}").json()
     assert (counters["turns"], counters["roots"], counters["errors"]) == (2, 1, 0)
     # The manifest as sent upstream, kept once for both calls.
-    assert doc["tools"] == [[BASH]]
+    assert doc["tools"] == [[BASH_TOOL]]
     assert [t["tools"] for t in turns] == [0, 0]
 
 
