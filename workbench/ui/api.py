@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from workbench.datasets import DatasetError
 from workbench.service import RunStatus, WorkbenchService
 from workbench.ui.catalogues import Catalogues
-from workbench.ui.run_form import FormError, engine_ref, rollout_request
+from workbench.ui.run_form import FormError, rollout_request
 
 POLL_S = 0.25
 ENDPOINTS = (
@@ -103,16 +103,17 @@ def register_api(service: WorkbenchService, catalogues: Catalogues) -> None:
         """Run one rollout. Yields {"type": "status", ...} as the phase and counters change, then
         {"type": "result", "result": RolloutResult}. A blank engine_url = the embedded engine."""
         try:
-            engine = await engine_ref(service, engine_url, model)
-            request = rollout_request(
+            request = await rollout_request(
+                service,
                 dataset=dataset,
                 task=task,
                 harness=harness,
                 sandbox=sandbox,
-                engine=engine,
+                engine_url=engine_url,
+                model=model,
                 timeout_s=timeout_s,
                 reward_key=reward_key,
-                labels={"source": "api"},
+                source="api",
             )
         except FormError as exc:
             raise gr.Error(str(exc)) from exc

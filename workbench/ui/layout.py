@@ -349,15 +349,16 @@ class WorkbenchPage:
             sandbox_info = next((s for s in self.catalogues.sandboxes() if s.name == sandbox), None)
             if sandbox_info is not None and not sandbox_info.usable:
                 raise FormError(f"sandbox {sandbox} is not usable here: {sandbox_info.reason}")
-            engine = await engine_ref(self.service, url if mode == "url" else "", model)
-            request = rollout_request(
+            request = await rollout_request(
+                self.service,
                 dataset=dataset,
                 task=task,
                 harness=harness,
                 sandbox=sandbox,
-                engine=engine,
+                engine_url=url if mode == "url" else "",
+                model=model,
                 timeout_s=timeout,
-                labels={"source": "ui"},
+                source="ui",
             )
         except FormError as exc:
             gr.Warning(str(exc))

@@ -30,17 +30,21 @@ async def engine_ref(service: WorkbenchService, url: str | None, model: str | No
         raise FormError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
 
 
-def rollout_request(
+async def rollout_request(
+    service: WorkbenchService,
     *,
     dataset: str | None,
     task: str | None,
     harness: str | None,
     sandbox: str | None,
-    engine: EngineRef,
+    engine_url: str | None,
+    model: str | None,
     timeout_s: float | None = None,
     reward_key: str | None = None,
-    labels: dict[str, str] | None = None,
+    source: str,
 ) -> RolloutRequest:
+    """The request for a form's picks (UI or API; `source` labels it). The engine is resolved
+    (and the embedded one started) only once every pick is there."""
     missing = [
         name
         for name, value in (
@@ -53,6 +57,7 @@ def rollout_request(
     ]
     if missing:
         raise FormError(f"choose a {' and a '.join(missing)} first")
+    engine = await engine_ref(service, engine_url, model)
     try:
         return RolloutRequest(
             dataset=dataset,
@@ -62,7 +67,7 @@ def rollout_request(
             engine=engine,
             timeout_s=timeout_s or None,
             reward_key=(reward_key or "").strip() or None,
-            labels=labels or {},
+            labels={"source": source},
         )
     except ValidationError as exc:
         first = exc.errors()[0]
