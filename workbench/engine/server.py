@@ -165,12 +165,17 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
             forced=forced,
         )
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        body = await _parse(request, ChatBody)
+    async def checked[B: (ChatBody, CompletionBody)](request: Request, model: type[B]) -> B:
+        """The parsed body; every refusal (model, fields, sampling ranges) before any work."""
+        body = await _parse(request, model)
         check_model(body.model)
         body.check(config.max_logprobs)
         body.sampling_params(tok.vocab_size)
+        return body
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        body = await checked(request, ChatBody)
         messages = normalize_messages(body.messages)
         top = (body.top_logprobs or 0) if body.logprobs else None
 
@@ -225,10 +230,7 @@ def create_engine_app(config: EngineConfig) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        body = await _parse(request, CompletionBody)
-        check_model(body.model)
-        body.check(config.max_logprobs)
-        body.sampling_params(tok.vocab_size)
+        body = await checked(request, CompletionBody)
         prompt = body.prompt
         if isinstance(prompt, str):
             prompts: list = [prompt]
