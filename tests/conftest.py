@@ -1,7 +1,8 @@
 """Shared test configuration.
 
 With WORKBENCH_REQUIRE_ALL=1 (set by .ci/run) every skip becomes a failure: a test that needs a
-missing tool (bwrap, tmux, Chromium) must not pass silently in CI.
+missing tool (bwrap, tmux, Chromium) must not pass silently in CI. Skips raised while a module is
+collected (a module-level `pytest.skip`, `importorskip`) count too.
 """
 
 import os
@@ -19,3 +20,13 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under WORKBENCH_REQUIRE_ALL=1: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_ALL and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"{collector.nodeid} skipped under WORKBENCH_REQUIRE_ALL=1: {reason}"

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright import sync_api as playwright  # pinned in requirements-dev.txt: never skipped
 
 from capture.document import validate_document
 from tests.live_app import LiveApp
 from workbench.datasets import resolve_dataset
 
-playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -32,15 +32,22 @@ def test_local_is_selected_by_import_path(catalogue):
 def docker_daemon_runs() -> bool:
     if shutil.which("docker") is None:
         return False
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=15).returncode == 0
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=15).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
 
 
-@pytest.mark.skipif(docker_daemon_runs(), reason="a Docker daemon runs on this machine")
-def test_docker_unusable_without_docker(catalogue):
+def test_docker_verdict_follows_the_daemon(catalogue):
     docker = catalogue["docker"]
-    assert (docker.kind, docker.value, docker.usable) == ("type", "docker", False)
-    assert "Docker" in docker.reason
-    assert "daemon is not running" in docker.reason or "not installed" in docker.reason
+    assert (docker.kind, docker.value) == ("type", "docker")
+    if docker_daemon_runs():
+        # Harbor's own preflight decides; a refusal must still name its reason.
+        assert docker.usable or "Docker" in docker.reason
+    else:
+        assert not docker.usable
+        assert "Docker" in docker.reason
+        assert "daemon is not running" in docker.reason or "not installed" in docker.reason
 
 
 def test_missing_sdk_is_named_with_the_install_command(catalogue):
