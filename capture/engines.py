@@ -4,7 +4,8 @@ pooled connections that reach them.
 Connections are bound to the event loop that opened them, and sessions are created from the
 workbench's loops while the proxy serves on its own: the pool keeps one `Upstream` (keep-alive
 connections, capture/upstream.py) per (event loop, engine) and one probe per engine (url, model,
-auth), shared by every loop.
+auth), shared by every loop. A probe is trusted for `probe_ttl_s` only: an engine restarted with
+other flags on the same URL (e.g. raw logprobs) must not keep its old tier.
 """
 
 import asyncio
@@ -12,6 +13,7 @@ import concurrent.futures
 import json
 import ssl
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -135,24 +137,35 @@ class EnginePool:
 
     timeout_s: how long one engine call may take (then EngineError 504).
     probe_timeout_s: how long each probe request may take.
+    probe_ttl_s: how long a successful probe is reused before the engine is probed again.
     """
 
-    def __init__(self, *, timeout_s: float = 600.0, probe_timeout_s: float = 20.0):
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 600.0,
+        probe_timeout_s: float = 20.0,
+        probe_ttl_s: float = 60.0,
+    ):
         self.timeout_s, self.probe_timeout_s = timeout_s, probe_timeout_s
+        self.probe_ttl_s = probe_ttl_s
         self.connect_s = min(10.0, timeout_s)
         self._ssl: ssl.SSLContext | None = None  # loading CA certificates is slow: once
         self._lock = threading.Lock()
-        self._probes: dict[tuple, Probe] = {}
+        self._probes: dict[tuple, tuple[Probe, float]] = {}  # key -> (probe, monotonic time)
         self._probing: dict[tuple, concurrent.futures.Future[Probe]] = {}
         self._upstreams: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple, Upstream]
         ] = weakref.WeakKeyDictionary()
 
-    async def get(self, ref: EngineRef) -> EngineHandle:
-        """The engine, probed once. An unreachable engine is not cached: it is probed again
-        next time (it may just be booting)."""
+    async def get(self, ref: EngineRef, *, refresh: bool = False) -> EngineHandle:
+        """The engine, probed at most once per `probe_ttl_s`. `refresh` ignores the cached probe
+        (a probe already running is joined, not repeated). An unreachable engine is not cached:
+        it is probed again next time (it may just be booting)."""
         with self._lock:
-            probe = self._probes.get(ref.key)
+            cached = self._probes.get(ref.key)
+            fresh = cached is not None and time.monotonic() - cached[1] < self.probe_ttl_s
+            probe = cached[0] if fresh and not refresh else None
             pending = self._probing.get(ref.key) if probe is None else None
             owner = probe is None and pending is None
             if owner:
@@ -172,7 +185,9 @@ class EnginePool:
         with self._lock:
             del self._probing[ref.key]
             if probe.reachable:
-                self._probes[ref.key] = probe
+                self._probes[ref.key] = (probe, time.monotonic())
+            else:
+                self._probes.pop(ref.key, None)
         pending.set_result(probe)
         return EngineHandle(ref, probe, self)
 

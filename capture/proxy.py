@@ -129,7 +129,9 @@ def create_capture_app(
     dialects = tuple(dialects) if dialects is not None else tuple(make() for make in DIALECTS)
     if registry is None:
         pool = EnginePool(
-            timeout_s=settings.upstream_timeout_s, probe_timeout_s=settings.probe_timeout_s
+            timeout_s=settings.upstream_timeout_s,
+            probe_timeout_s=settings.probe_timeout_s,
+            probe_ttl_s=settings.probe_ttl_s,
         )
         registry = SessionRegistry(pool, replay_window=settings.replay_window)
 

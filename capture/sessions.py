@@ -214,10 +214,17 @@ class SessionRegistry:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
 
-    async def create(self, engine: EngineRef, labels: Mapping[str, str] | None = None) -> Session:
-        """Probe the engine (once per url/model/auth) and open a session on it. Never raises for
-        an unreachable engine: the session's tier is then `text`, with the reason."""
-        handle = await self.pool.get(engine)
+    async def create(
+        self,
+        engine: EngineRef,
+        labels: Mapping[str, str] | None = None,
+        *,
+        refresh_probe: bool = False,
+    ) -> Session:
+        """Probe the engine (reusing a recent probe unless `refresh_probe`) and open a session on
+        it. Never raises for an unreachable engine: the session's tier is then `text`, with the
+        reason."""
+        handle = await self.pool.get(engine, refresh=refresh_probe)
         session = Session(
             new_session_id(), handle, dict(labels or {}), replay_window=self.replay_window
         )

@@ -33,6 +33,7 @@ class CaptureSettings(BaseModel):
     keepalive_s: interval of `: keepalive` SSE comments while a streaming client waits.
     upstream_timeout_s: how long one engine call may take before the client gets a 504.
     probe_timeout_s: how long each engine probe request may take.
+    probe_ttl_s: how long an engine's probe (its tier) is reused before it is probed again.
     replay_window: how many recent answers per session are kept to replay SDK retries.
     """
 
@@ -43,4 +44,5 @@ class CaptureSettings(BaseModel):
     keepalive_s: float = Field(default=5.0, gt=0)
     upstream_timeout_s: float = Field(default=600.0, gt=0)
     probe_timeout_s: float = Field(default=20.0, gt=0)
+    probe_ttl_s: float = Field(default=60.0, ge=0)
     replay_window: int = Field(default=8, ge=0)

@@ -38,6 +38,7 @@ from workbench.harbor_trial import (
     preflight,
 )
 from workbench.harnesses import HarnessInfo, get_harness
+from workbench.network_fit import WHAT_TO_DO, network_problem
 from workbench.rewards import reward_provenance, select_reward
 from workbench.sandboxes import SandboxInfo, get_sandbox
 from workbench.store import RolloutRow, Store
@@ -191,10 +192,14 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request, context.datasets)
     if not sandbox.usable:
         raise Failure("sandbox_unavailable", f"sandbox {sandbox.name!r}: {sandbox.reason}")
+    problem = await asyncio.to_thread(network_problem, run.task, run.harness, sandbox)
+    if problem is not None:
+        raise Failure("sandbox_unavailable", problem)
     run.dialect = _choose_dialect(run.harness, request.dialect)
 
+    # A fresh probe: the engine may have restarted with other flags since the last rollout.
     run.session = await context.registry.create(
-        request.engine, {**request.labels, "rollout": run.id}
+        request.engine, {**request.labels, "rollout": run.id}, refresh_probe=True
     )
     if context.on_session is not None:
         context.on_session(run.session)
@@ -399,8 +404,7 @@ def _no_calls_reason(run: _Run) -> str:
     if sandboxed and run.task is not None and not run.task.network:
         return why + (
             f"{run.request.harness!r} runs inside the sandbox and task {run.task.name!r} has "
-            "no network, so it cannot reach the capture proxy; use a task whose network_mode "
-            "is public, or a host-side harness such as terminus-2"
+            f"no network, so it cannot reach the capture proxy; {WHAT_TO_DO}"
         )
     return why + "the harness never called the proxy (check its log in the trial dir)"
 

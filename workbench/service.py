@@ -159,7 +159,9 @@ class WorkbenchService:
             max_body_bytes=self.settings.max_body_bytes,
         )
         pool = EnginePool(
-            timeout_s=capture.upstream_timeout_s, probe_timeout_s=capture.probe_timeout_s
+            timeout_s=capture.upstream_timeout_s,
+            probe_timeout_s=capture.probe_timeout_s,
+            probe_ttl_s=capture.probe_ttl_s,
         )
         self.registry = SessionRegistry(pool, replay_window=capture.replay_window)
         self.capture_app = create_capture_app(capture, self.registry)

@@ -309,7 +309,8 @@ class WorkbenchPage:
             ref = await engine_ref(self.service, url if mode == "url" else "", model)
         except FormError as exc:
             return panels.probe_error_html(str(exc))
-        handle = await self.service.registry.pool.get(ref)
+        # Always a fresh probe: the engine may have restarted with other flags.
+        handle = await self.service.registry.pool.get(ref, refresh=True)
         return panels.probe_html(handle.tier, handle.tier_reason, handle.served_model, ref.url)
 
     def _tasks_of(self, spec: str | None) -> tuple[list[tuple[str, str]], str]:
