@@ -192,7 +192,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request, context.datasets)
     if not sandbox.usable:
         raise Failure("sandbox_unavailable", f"sandbox {sandbox.name!r}: {sandbox.reason}")
-    problem = await asyncio.to_thread(network_problem, run.task, run.harness, sandbox)
+    problem = network_problem(run.task, run.harness, sandbox)
     if problem is not None:
         raise Failure("sandbox_unavailable", problem)
     run.dialect = _choose_dialect(run.harness, request.dialect)

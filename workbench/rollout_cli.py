@@ -24,6 +24,7 @@ from capture.types import DIALECTS, Dialect
 from workbench.datasets import DatasetError, TaskInfo, default_resolver, resolve_dataset
 from workbench.golden import OracleResult, run_oracle
 from workbench.harnesses import get_harness
+from workbench.network_fit import network_problem
 from workbench.rollout import RolloutRequest, RolloutResult
 from workbench.sandboxes import get_sandbox
 from workbench.service import WorkbenchService
@@ -91,7 +92,7 @@ def rollout_command(
             raise UsageError("-n and --concurrency must be at least 1")
         (info,) = pick_tasks(dataset, task, task_index)
         engine_ref = None if engine == "embedded" else _engine_ref(engine)
-        _check_harness_and_sandbox(harness, sandbox)
+        _check_harness_and_sandbox(info, harness, sandbox)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
@@ -138,16 +139,20 @@ def _service(concurrency: int) -> WorkbenchService:
     return WorkbenchService(settings, default_resolver())
 
 
-def _check_harness_and_sandbox(harness: str, sandbox: str) -> None:
-    """Refuse an unknown harness or an unusable sandbox before anything starts (this also pays
-    Harbor's agent imports up front, so rollout timings measure rollouts)."""
+def _check_harness_and_sandbox(task: TaskInfo, harness: str, sandbox: str) -> None:
+    """Refuse an unknown harness, an unusable sandbox or a combination that cannot reach the
+    proxy before anything starts (this also pays Harbor's agent imports up front, so rollout
+    timings measure rollouts)."""
     try:
-        get_harness(harness)
+        harness_info = get_harness(harness)
         info = get_sandbox(sandbox)
     except (KeyError, ImportError) as exc:
         raise UsageError(str(exc).strip("'\"")) from exc
     if not info.usable:
         raise UsageError(f"sandbox {sandbox!r} is not usable here: {info.reason}")
+    problem = network_problem(task, harness_info, info)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def _engine_ref(engine: str) -> EngineRef:

@@ -28,6 +28,17 @@ def test_rollout_refuses_a_bad_engine_url_and_task_index(tmp_path, monkeypatch):
     assert bad_index.exit_code == 2 and "--task-index" in bad_index.output
 
 
+def test_rollout_refuses_an_in_sandbox_harness_on_a_no_network_task_in_local(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    args = [*DEMO_ROLLOUT, "--engine", "embedded", "--task-index", "0"]
+    args[args.index("terminus-2")] = "claude-code"
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "allowlist" in result.output and "terminus-2" in result.output
+    assert "Traceback" not in result.output
+    assert not list(tmp_path.rglob("*.json"))  # refused before anything ran
+
+
 @pytest.mark.slow
 @needs_local_sandbox
 def test_rollout_embedded_prints_ok_reward_and_document(tmp_path, monkeypatch):

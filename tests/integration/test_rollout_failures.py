@@ -153,6 +153,20 @@ async def test_engine_without_token_ids_is_not_trainable(service):
     assert "tokens" in result.error.message
 
 
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini-cli"])
+async def test_in_sandbox_harness_on_no_network_task_in_local_sandbox_is_refused_up_front(
+    service, harness
+):
+    # Harbor would turn no-network into an allowlist (the proxy host) that bubblewrap cannot
+    # enforce: Trial.create raised ValueError, reported as `internal` with a traceback.
+    result = await service.run(_request(service, "two-keys", harness=harness))
+    _assert_failed(result, "sandbox_unavailable")
+    assert result.trial_dir is None  # refused before any trial
+    message = result.error.message
+    assert "allowlist" in message and "terminus-2" in message and "docker" in message
+    assert "Traceback" not in message and validate_document(result.document) == []
+
+
 async def test_unknown_task_fails_clearly_with_a_valid_document(service):
     result = await service.run(_request(service, "no-such-task"))
     _assert_failed(result, "internal")

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from workbench.datasets import Dataset, DatasetError, DatasetResolver, TaskInfo
 from workbench.harnesses import HarnessInfo, harness_catalogue
+from workbench.network_fit import network_problem
 from workbench.sandboxes import SandboxInfo, sandbox_catalogue
 
 
@@ -74,6 +75,18 @@ class Catalogues:
 
     def sandboxes(self) -> list[SandboxInfo]:
         return sandbox_catalogue()
+
+    def network_problem(
+        self, spec: str, task: str, harness: str, sandbox: SandboxInfo
+    ) -> str | None:
+        """Why these picks cannot reach the proxy (workbench.network_fit), or None; an unknown
+        task or harness is left for the rollout to report."""
+        harness_info = next((h for h in self.harnesses() if h.name == harness), None)
+        try:
+            task_info = self.task(spec, task)
+        except DatasetError:
+            return None
+        return network_problem(task_info, harness_info, sandbox) if harness_info else None
 
 
 def task_entry(task: TaskInfo) -> TaskEntry:

@@ -350,6 +350,10 @@ class WorkbenchPage:
             sandbox_info = next((s for s in self.catalogues.sandboxes() if s.name == sandbox), None)
             if sandbox_info is not None and not sandbox_info.usable:
                 raise FormError(f"sandbox {sandbox} is not usable here: {sandbox_info.reason}")
+            if sandbox_info is not None and dataset and task and harness:
+                problem = self.catalogues.network_problem(dataset, task, harness, sandbox_info)
+                if problem is not None:
+                    raise FormError(problem)
             request = await rollout_request(
                 self.service,
                 dataset=dataset,
