@@ -23,7 +23,8 @@ ErrorKind = Literal[
     "capture_invalid",
     "reward_ambiguous",
     "cancelled",
-    "internal",
+    "invalid_request",  # the caller's mistake (unknown task, dataset, harness, ...): fix the request
+    "internal",  # our bug
 ]
 
 # Harbor exception class names -> our kinds. Anything else is classified by the phase the trial

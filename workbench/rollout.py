@@ -28,7 +28,7 @@ from capture.types import TIER_RANK, Dialect, Phase, Tier
 from capture.validate import Finding, check_rollout
 from workbench.atif import AtifReport, CapturedCall, reconcile
 from workbench.datasets import DatasetError, DatasetResolver, TaskInfo
-from workbench.failures import ErrorKind, Failure, RolloutError, trial_error
+from workbench.failures import Failure, RolloutError, trial_error
 from workbench.harbor_trial import (
     SESSION_KEYS,
     ModelConnection,
@@ -239,12 +239,12 @@ def resolve_task(datasets: DatasetResolver, dataset: str, task: str) -> TaskInfo
     try:
         tasks = datasets.resolve(dataset).tasks
     except DatasetError as exc:
-        raise Failure("internal", f"dataset {dataset!r}: {exc}") from exc
+        raise Failure("invalid_request", f"dataset {dataset!r}: {exc}") from exc
     for info in tasks:
         if task in (info.name, info.name.rsplit("/", 1)[-1], Path(info.path).name):
             return info
     names = ", ".join(t.name for t in tasks[:20]) or "none"
-    raise Failure("internal", f"dataset {dataset!r} has no task {task!r} (tasks: {names})")
+    raise Failure("invalid_request", f"dataset {dataset!r} has no task {task!r} (tasks: {names})")
 
 
 def trials_dir(store: Store, job: str | None) -> Path:
@@ -256,16 +256,16 @@ def _resolve(
 ) -> tuple[TaskInfo, HarnessInfo, SandboxInfo]:
     return (
         resolve_task(datasets, request.dataset, request.task),
-        _lookup(get_harness, request.harness, "agent_setup_failed", "harness"),
-        _lookup(get_sandbox, request.sandbox, "sandbox_unavailable", "sandbox"),
+        _lookup(get_harness, request.harness, "harness"),
+        _lookup(get_sandbox, request.sandbox, "sandbox"),
     )
 
 
-def _lookup(getter: Callable[[str], Any], name: str, kind: ErrorKind, what: str) -> Any:
+def _lookup(getter: Callable[[str], Any], name: str, what: str) -> Any:
     try:
         return getter(name)
     except (KeyError, ValueError, ImportError) as exc:
-        raise Failure(kind, f"unknown {what} {name!r}: {exc}") from exc
+        raise Failure("invalid_request", f"unknown {what} {name!r}: {exc}") from exc
 
 
 def _choose_dialect(harness: HarnessInfo, wanted: Dialect | None) -> Dialect | None:
@@ -275,7 +275,7 @@ def _choose_dialect(harness: HarnessInfo, wanted: Dialect | None) -> Dialect | N
         return harness.dialects[0]
     if wanted not in harness.dialects:
         raise Failure(
-            "agent_setup_failed",
+            "invalid_request",
             f"harness {harness.name!r} speaks {', '.join(harness.dialects)}, not {wanted!r}",
         )
     return wanted

@@ -167,13 +167,30 @@ async def test_in_sandbox_harness_on_no_network_task_in_local_sandbox_is_refused
     assert "Traceback" not in message and validate_document(result.document) == []
 
 
-async def test_unknown_task_fails_clearly_with_a_valid_document(service):
+async def test_unknown_task_is_invalid_request_not_internal(service):
     result = await service.run(_request(service, "no-such-task"))
-    _assert_failed(result, "internal")
+    _assert_failed(result, "invalid_request")
     assert "no-such-task" in result.error.message and "two-keys" in result.error.message
     assert result.session_id is None and validate_document(result.document) == []
-    assert result.document["error"]["kind"] == "internal"
+    assert result.document["error"]["kind"] == "invalid_request"
     assert service.store.get_document(result.id) == result.document
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("dataset", "/no/such/dataset", "/no/such/dataset"),
+        ("harness", "no-such-harness", "no-such-harness"),
+        ("sandbox", "no-such-sandbox", "no-such-sandbox"),
+        ("dialect", "google", "terminus-2"),
+    ],
+)
+async def test_unknown_dataset_harness_sandbox_or_dialect_is_invalid_request(
+    service, field, value, named
+):
+    result = await service.run(_request(service, "two-keys", **{field: value}))
+    _assert_failed(result, "invalid_request")
+    assert named in result.error.message and result.trial_dir is None
 
 
 async def test_engine_lost_mid_rollout_is_engine_unreachable(service):
