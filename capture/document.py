@@ -58,6 +58,7 @@ class EngineMeta(BaseModel):
     model: str | None = None  # the served model name
     tier: Tier | None = None
     logprobs_mode: LogprobsMode | None = None
+    version: str | None = None  # the engine's GET /version (e.g. vLLM's release)
 
 
 class ErrorMeta(BaseModel):

@@ -67,7 +67,8 @@ class EngineRef(BaseModel):
 
 @dataclass(frozen=True)
 class Probe:
-    """What an engine was measured to return. `tier_reason` says how to reach `tokens`."""
+    """What an engine was measured to return. `tier_reason` says how to reach `tokens`;
+    `version` is what its `/version` says (None when it serves none)."""
 
     tier: Tier
     tier_reason: str | None
@@ -75,6 +76,7 @@ class Probe:
     logprobs_mode: LogprobsMode
     max_model_len: int | None = None
     reachable: bool = True
+    version: str | None = None
 
 
 class EngineError(Exception):
@@ -115,6 +117,10 @@ class EngineHandle:
     @property
     def max_model_len(self) -> int | None:
         return self.probe.max_model_len
+
+    @property
+    def version(self) -> str | None:
+        return self.probe.version
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST /v1/chat/completions (non-streaming); raises EngineError."""
@@ -278,8 +284,24 @@ class EnginePool:
         max_len = chosen.get("max_model_len")
         tier, reason, mode = await self._measure(ref, chosen["id"], upstream)
         return Probe(
-            tier, reason, chosen["id"], mode, max_len if isinstance(max_len, int) else None
+            tier,
+            reason,
+            chosen["id"],
+            mode,
+            max_len if isinstance(max_len, int) else None,
+            version=await self._version(ref, upstream),
         )
+
+    async def _version(self, ref: EngineRef, upstream: Upstream) -> str | None:
+        """vLLM's `GET /version` ({"version": "0.10.2"}); an engine without it has no version."""
+        try:
+            reply = await self.request(
+                ref, "GET", "/version", timeout_s=self.probe_timeout_s, upstream=upstream
+            )
+        except EngineError:
+            return None
+        found = reply.get("version")
+        return str(found) if isinstance(found, str | int | float) and found != "" else None
 
     async def _measure(
         self, ref: EngineRef, model: str, upstream: Upstream

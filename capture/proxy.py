@@ -98,6 +98,7 @@ class EngineInfo(BaseModel):
     model: str
     logprobs_mode: LogprobsMode
     max_model_len: int | None
+    version: str | None  # the engine's own /version
 
 
 class SessionCreated(BaseModel):
@@ -201,6 +202,7 @@ def control_plane(
                 model=engine.served_model,
                 logprobs_mode=engine.logprobs_mode,
                 max_model_len=engine.max_model_len,
+                version=engine.version,
             ),
         )
 

@@ -62,6 +62,7 @@ class SessionCounters(BaseModel):
     tier: Tier
     tier_reason: str | None
     engine: str
+    engine_version: str | None
     model: str
     turns: int
     roots: int
@@ -167,6 +168,7 @@ class Session:
             tier=self.tier,
             tier_reason=self.engine.tier_reason,
             engine=self.engine.ref.public_url,
+            engine_version=self.engine.version,
             model=self.engine.served_model,
             turns=graph["turns"],
             roots=graph["roots"],
@@ -190,6 +192,7 @@ class Session:
                 "model": self.engine.served_model,
                 "tier": self.tier,
                 "logprobs_mode": self.engine.logprobs_mode,
+                "version": self.engine.version,
             },
             labels=dict(self.labels),
         )

@@ -1,9 +1,14 @@
 """The engine probe over real HTTP: a probe is not trusted forever (an engine restarted with other
-flags on the same URL must not keep its old tier)."""
+flags on the same URL must not keep its old tier), and the engine's version is recorded."""
 
+import httpx
+
+from capture.document import validate_document
 from capture.engines import EnginePool, EngineRef
+from capture.serving import ThreadedServer
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
+from workbench.engine.server import VERSION, create_engine_app
 
 
 async def test_engine_restarted_in_raw_mode_is_not_labelled_trainable():
@@ -33,3 +38,24 @@ async def test_expired_probe_is_probed_again():
         first.stop()
     with EngineServer(EngineConfig(logprobs_mode="raw_logprobs"), port=port):
         assert (await pool.get(ref)).tier == "logprobs"
+
+
+def test_engine_version_is_recorded_in_session_and_document(stack):
+    created = httpx.post(f"{stack.url}/sessions", json={"engine": {"url": stack.engine.url}})
+    assert created.status_code == 201, created.text
+    assert created.json()["engine"]["version"] == VERSION
+    session_id = created.json()["session_id"]
+    counters = httpx.get(f"{stack.url}/sessions/{session_id}").json()
+    assert counters["engine_version"] == VERSION
+    document = httpx.get(f"{stack.url}/sessions/{session_id}/document").json()
+    assert validate_document(document) == []
+    assert document["engine"]["version"] == VERSION
+
+
+async def test_engine_without_version_route_has_no_version():
+    # A bare OpenAI-compatible server (no /version): probed as usual, version None.
+    app = create_engine_app(EngineConfig())
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/version"]
+    with ThreadedServer(app, "127.0.0.1", 0, lifespan="off", name="no-version engine") as server:
+        handle = await EnginePool().get(EngineRef(url=server.url))
+    assert (handle.tier, handle.version) == ("tokens", None)
