@@ -32,6 +32,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -53,6 +54,11 @@ HOST_READ_ONLY = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"
 NO_ACCESS = ("proc", "dev")
 BUILD_FILES = ("Dockerfile", "docker-compose.yaml", "docker-compose.yml")
 KEEPER_READY_TIMEOUT_S = 10.0
+# A root left by an interrupted run (no live process carries its marker) is removed when another
+# sandbox starts; younger ones are spared: their keeper may still be starting.
+STALE_ROOT_AGE_S = 60.0
+# Written into a root that stop() keeps on purpose (delete=False or keep_root), so it is not stale.
+KEPT_FILE = ".workbench-kept"
 # After the command exits, a background child may still hold the output pipe open (`cmd &`):
 # read what is already there, then stop waiting for it.
 PIPE_DRAIN_S = 0.3
@@ -144,6 +150,7 @@ class LocalSandbox(BaseEnvironment):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, force_build: bool) -> None:
+        await asyncio.to_thread(remove_stale_roots, self.root.parent)
         self._make_root()
         await self._start_keeper()
         await self._upload_environment_dir_after_start()
@@ -164,8 +171,12 @@ class LocalSandbox(BaseEnvironment):
         for fd in self._ns_fds:
             os.close(fd)
         self._ns_fds = ()
-        if delete and not self.options.keep_root and self.root.exists():
+        if not self.root.exists():
+            return
+        if delete and not self.options.keep_root:
             await asyncio.to_thread(_remove_tree, self.root)
+        else:
+            (self.root / KEPT_FILE).touch()
 
     def _make_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -202,6 +213,9 @@ class LocalSandbox(BaseEnvironment):
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
+                # The marker shows the root is in use (remove_stale_roots); a copy of the
+                # environment, so os.environ itself is never changed here.
+                env={**os.environ, MARKER_ENV: self.session_id},
             )
             os.close(info_write)
             info_write = -1
@@ -486,6 +500,39 @@ def kill_marked_processes(session_id: str) -> list[int]:
 
 def marked_pids(marker: bytes) -> list[int]:
     """Pids whose environment contains `marker` (`NAME=value`) as one entry."""
+    return [pid for pid, environ in _environs() if marker in environ]
+
+
+def remove_stale_roots(base: Path, min_age_s: float = STALE_ROOT_AGE_S) -> list[Path]:
+    """Remove the per-trial roots under `base` that no live process marks as in use (their run
+    was interrupted before stop()); returns the removed paths. Kept roots are left alone."""
+    try:
+        roots = [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]
+    except FileNotFoundError:
+        return []
+    prefix = f"{MARKER_ENV}=".encode()
+    live = {
+        _safe_name(entry.removeprefix(prefix).decode(errors="replace"))
+        for _, environ in _environs()
+        for entry in environ
+        if entry.startswith(prefix)
+    }
+    removed = []
+    for root in roots:
+        try:
+            if root.name in live or (root / KEPT_FILE).exists():
+                continue
+            if time.time() - root.stat().st_mtime < min_age_s:
+                continue
+            _remove_tree(root)
+        except OSError:
+            continue  # another sandbox's start removed it first, or it is not ours to remove
+        removed.append(root)
+    return removed
+
+
+def _environs() -> list[tuple[int, list[bytes]]]:
+    """Every readable process's environment entries (others' processes are skipped)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -494,8 +541,7 @@ def marked_pids(marker: bytes) -> list[int]:
             environ = Path(f"/proc/{entry}/environ").read_bytes()
         except OSError:
             continue
-        if marker in environ.split(b"\0"):
-            found.append(int(entry))
+        found.append((int(entry), environ.split(b"\0")))
     return found
 
 

@@ -1,8 +1,10 @@
 """The local bubblewrap sandbox: real Harbor trials, isolation, cleanup, tmux, cancellation."""
 
 import asyncio
+import os
 import shutil
 import socket
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -17,11 +19,13 @@ from harbor.trial.trial import Trial
 from workbench.datasets import DEMO_DIR, resolve_dataset
 from workbench.local_sandbox import (
     IMPORT_PATH,
+    KEPT_FILE,
     MARKER_ENV,
     LocalSandbox,
     SandboxPathError,
     bwrap_problem,
     marked_pids,
+    remove_stale_roots,
 )
 
 BWRAP_PROBLEM = bwrap_problem()
@@ -183,6 +187,34 @@ async def test_stop_leaves_no_process_and_removes_root(tmp_path):
     await env.stop(delete=True)
     assert marked_pids(marker(env.session_id)) == []
     assert not root.exists()
+
+
+async def test_starting_a_sandbox_removes_stale_roots_of_interrupted_runs(tmp_path):
+    roots = tmp_path / "roots"
+    stale, live, young, kept = (roots / name for name in ("stale", "live", "young", "kept"))
+    for root in (stale, live, young, kept):
+        (root / "app").mkdir(parents=True)
+    (kept / KEPT_FILE).touch()
+    an_hour_ago = time.time() - 3600
+    for root in (stale, live, kept):
+        os.utime(root, (an_hour_ago, an_hour_ago))
+    # A live run's processes carry its marker (as its keeper and execs do).
+    keeper = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: "live"})
+    try:
+        env = make_sandbox(tmp_path)
+        await env.start(force_build=False)
+        await env.stop(delete=True)
+    finally:
+        keeper.kill()
+        keeper.wait()
+    assert not stale.exists()
+    assert live.exists() and young.exists() and kept.exists()
+
+
+async def test_a_running_sandbox_root_is_not_stale(sandbox):
+    os.utime(sandbox.root, (time.time() - 3600,) * 2)
+    assert remove_stale_roots(sandbox.root.parent) == []
+    assert sandbox.root.exists() and (await sandbox.exec("echo alive")).stdout == "alive\n"
 
 
 async def test_a_sandbox_that_cannot_start_says_so_and_stops_cleanly(tmp_path):
