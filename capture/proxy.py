@@ -49,7 +49,7 @@ from capture.dialects.chat import ChatDialect
 from capture.engines import EngineError, EnginePool, EngineRef
 from capture.sessions import Session, SessionCounters, SessionRegistry
 from capture.settings import CaptureSettings
-from capture.shaping import Shaped, shape_chat_body
+from capture.shaping import Shaped, refusal, shape_chat_body
 from capture.turns import Turn
 from capture.types import LogprobsMode, Phase, Tier
 
@@ -336,6 +336,9 @@ class Proxy:
             content = None if method == "HEAD" else answer.body
             return json_response(answer.status, content, answer.headers)
         call = dialect.to_chat(parse_json(raw), route)
+        problem = refusal(call.body)
+        if problem is not None:
+            raise ProxyError(400, problem)
         digest = None
         if RETRY_HEADER in request.headers:
             digest = hashlib.blake2b(path.encode() + b"\0" + raw, digest_size=16).hexdigest()

@@ -11,6 +11,7 @@ no-op values; what the client asked for and what was applied are both kept on th
 `logprobs` and `text` forward the harness's knobs unchanged (an eval run samples as asked).
 """
 
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,21 @@ def shape_chat_body(
         out["return_token_ids"] = True  # harmless when ignored; used when present
     applied = {k: out[k] for k in RECORDED_KNOBS if k in out}
     return Shaped(out, requested, applied)
+
+
+def refusal(body: dict[str, Any]) -> str | None:
+    """Why a (translated) chat body cannot be captured as asked, or None. Checked before any
+    engine call so the client gets a 400 instead of an answer that silently differs."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        return f"n must be 1, got {reprlib.repr(n)}: the capture proxy records one sample per call"
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            return f"{key} must be a positive integer, got {reprlib.repr(value)} (the engine refuses it)"
+    return None
 
 
 def force_capture_fields(body: dict[str, Any]) -> None:

@@ -126,6 +126,8 @@ class AnthropicDialect:
         """Messages, tools, tool_choice and thinking: what both a turn and count_tokens need."""
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise DialectError("The request body must be an object with a `messages` list.")
+        if not body["messages"]:
+            raise DialectError("`messages` must hold at least one message.")
         messages = []
         system = _system_text(body.get("system"))
         if system:

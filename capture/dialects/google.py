@@ -63,6 +63,35 @@ FINISH_REASONS = {
 FUNCTION_MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
 
 
+# generationConfig field -> chat field, and the JSON type Gemini's API takes for it.
+SAMPLING_FIELDS = (
+    ("maxOutputTokens", "max_tokens", int),
+    ("temperature", "temperature", float),
+    ("topP", "top_p", float),
+    ("topK", "top_k", int),
+    ("stopSequences", "stop", list),
+    ("presencePenalty", "presence_penalty", float),
+    ("frequencyPenalty", "frequency_penalty", float),
+    ("seed", "seed", int),
+)
+
+
+def _typed(value: Any, what: str, kind: type) -> Any:
+    """A generationConfig value of its JSON type, or a 400 at translation (before any engine
+    call, so a stream is refused with a plain HTTP error rather than an in-stream one)."""
+    if kind is list:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        raise DialectError(f"`{what}` must be an array of strings.")
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int and numeric and float(value).is_integer():
+        return int(value)
+    if kind is float and numeric:
+        return value
+    noun = "an integer" if kind is int else "a number"
+    raise DialectError(f"`{what}` must be {noun}, not {type(value).__name__}.")
+
+
 def get(obj: Any, camel: str) -> Any:
     """A field in either spelling (`systemInstruction` / `system_instruction`)."""
     if not isinstance(obj, dict):
@@ -128,18 +157,10 @@ class GoogleDialect:
         config = as_object(get(body, "generationConfig"), "generationConfig")
         if get(config, "candidateCount") not in (None, 1):
             raise DialectError("candidateCount > 1 is not supported: ask for one candidate.")
-        for source, target in (
-            ("maxOutputTokens", "max_tokens"),
-            ("temperature", "temperature"),
-            ("topP", "top_p"),
-            ("topK", "top_k"),
-            ("stopSequences", "stop"),
-            ("presencePenalty", "presence_penalty"),
-            ("frequencyPenalty", "frequency_penalty"),
-            ("seed", "seed"),
-        ):
-            if get(config, source) is not None:
-                chat[target] = get(config, source)
+        for source, target, kind in SAMPLING_FIELDS:
+            value = get(config, source)
+            if value is not None:
+                chat[target] = _typed(value, f"generationConfig.{source}", kind)
         response_format = _response_format(config)
         if response_format:
             chat["response_format"] = response_format

@@ -45,6 +45,9 @@ def test_session_key_from_x_api_key_or_bearer():
     assert dialect.session_key({}, {}) is None
 
 
+USER_HI = {"role": "user", "content": "hi"}
+
+
 def test_system_blocks_joined_and_billing_header_stripped():
     system = [
         {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1; cch=93f1a;"},
@@ -55,8 +58,8 @@ def test_system_blocks_joined_and_billing_header_stripped():
     )
     assert call.body["messages"][0] == {"role": "system", "content": "You are Claude Code."}
     one_string = "x-anthropic-billing-header: cch=1;\nBe terse."
-    call = translate(AnthropicDialect(), {"system": one_string, "messages": []})
-    assert call.body["messages"] == [{"role": "system", "content": "Be terse."}]
+    call = translate(AnthropicDialect(), {"system": one_string, "messages": [USER_HI]})
+    assert call.body["messages"] == [{"role": "system", "content": "Be terse."}, USER_HI]
 
 
 def test_tool_results_become_tool_messages_before_the_users_text():
