@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 from starlette.responses import Response, StreamingResponse
@@ -156,8 +157,27 @@ def create_capture_app(
         log.error("capture control plane failed", exc_info=exc)
         return json_response(500, {"detail": f"internal error ({type(exc).__name__})"})
 
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        # Only the control plane validates with FastAPI (the proxy route reads raw bodies).
+        return json_response(400, {"detail": validation_message(exc.errors())})
+
     app.add_exception_handler(Exception, internal_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     return app
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """One readable line for pydantic/FastAPI validation errors: `where: what; ...`, without
+    pydantic's "Value error, " prefix and FastAPI's "body" location."""
+    parts = []
+    for error in errors:
+        loc = [str(p) for p in error.get("loc", ()) if p != "body"]
+        if error.get("type") == "json_invalid":
+            parts.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', '')})")
+            continue
+        what = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{'.'.join(loc)}: {what}" if loc else what)
+    return "invalid request: " + "; ".join(parts or ["the body does not match the schema"])
 
 
 def control_plane(

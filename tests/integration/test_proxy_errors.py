@@ -212,7 +212,7 @@ def test_a_bug_in_the_stream_is_an_error_frame_not_a_cut_connection(engine):
 
 def test_bad_engine_url_is_refused_with_the_reason(proxy):
     response = httpx.post(f"{proxy.url}/sessions", json={"engine": {"url": "localhost:8000"}})
-    assert response.status_code == 422 and "http(s)://host[:port]" in response.text
+    assert response.status_code == 400 and "http(s)://host[:port]" in response.text
 
 
 def test_streaming_client_gets_keepalives_while_the_engine_works(engine):
