@@ -48,6 +48,7 @@ async def run_oracle(
     datasets: DatasetResolver,
     *,
     sandbox_slots: SlotGate | None = None,
+    sandbox_root: Path | None = None,
     timeout_s: float | None = None,
     log_lines: int = 20,
 ) -> OracleResult:
@@ -68,6 +69,7 @@ async def run_oracle(
             sandbox=sandbox_info,
             trials_dir=store.jobs_dir / job,
             connection=None,
+            sandbox_root=sandbox_root,
         )
         preflight(config)
         trial = TrialRun(

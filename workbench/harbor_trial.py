@@ -27,6 +27,7 @@ from harbor.trial.trial import Trial
 
 from capture.types import Dialect, Phase
 from workbench.failures import Failure, describe
+from workbench.sandboxes import is_local
 
 if TYPE_CHECKING:  # only their attributes are read here
     from workbench.datasets import TaskInfo
@@ -141,9 +142,11 @@ def build_trial_config(
     sandbox: "SandboxInfo",
     trials_dir: Path,
     connection: ModelConnection | None,
+    sandbox_root: Path | None = None,
 ) -> TrialConfig:
     """The one place that builds Harbor's TrialConfig (DESIGN.md §4). `connection=None` for a
-    harness that makes no model calls (oracle, nop)."""
+    harness that makes no model calls (oracle, nop). `sandbox_root`: where the local sandbox
+    creates its per-trial roots (ignored by other sandboxes)."""
     identity = {"import_path": harness.name} if ":" in harness.name else {"name": harness.name}
     seams: dict[str, Any] = {}
     if connection is not None:
@@ -162,7 +165,8 @@ def build_trial_config(
             seams.update(model_name=connection.model, skip_model_parsing=True)
     agent = AgentConfig(**identity, **seams, kwargs=dict(HARNESS_KWARGS.get(harness.name, {})))
     selector = "import_path" if sandbox.kind == "import_path" else "type"
-    environment = EnvironmentConfig(delete=True, **{selector: sandbox.value})  # validated
+    kwargs = {"root_base": str(sandbox_root)} if sandbox_root and is_local(sandbox) else {}
+    environment = EnvironmentConfig(delete=True, kwargs=kwargs, **{selector: sandbox.value})
     return TrialConfig(
         task=TaskConfig(path=Path(task.path)),
         trials_dir=trials_dir,

@@ -213,9 +213,10 @@ class LocalSandbox(BaseEnvironment):
                 stderr=subprocess.PIPE,
                 pass_fds=(info_write,),
                 start_new_session=True,
-                # The marker shows the root is in use (remove_stale_roots); a copy of the
-                # environment, so os.environ itself is never changed here.
-                env={**os.environ, MARKER_ENV: self.session_id},
+                # Only PATH and the marker (it shows the root is in use: remove_stale_roots).
+                # Never the host env: the keeper's init runs inside the sandbox, where any
+                # process can read its /proc/<pid>/environ (the session keys live there).
+                env={"PATH": os.environ.get("PATH", DEFAULT_PATH), MARKER_ENV: self.session_id},
             )
             os.close(info_write)
             info_write = -1

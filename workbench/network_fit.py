@@ -6,13 +6,9 @@ allowlists (the local one: bubblewrap gives all or nothing) makes `Trial.create`
 `ValueError: network_mode='allowlist' is not supported`. Refusing before the trial names the fix.
 """
 
-from harbor.environments.base import BaseEnvironment
-from harbor.utils.import_path import import_class
-
 from workbench.datasets import TaskInfo
 from workbench.harnesses import HarnessInfo
-from workbench.local_sandbox import LocalSandbox
-from workbench.sandboxes import SandboxInfo
+from workbench.sandboxes import SandboxInfo, is_local
 
 WHAT_TO_DO = (
     "use a host-side harness such as terminus-2, a task whose network_mode is public, or a "
@@ -26,7 +22,9 @@ def network_problem(task: TaskInfo, harness: HarnessInfo, sandbox: SandboxInfo) 
     allowlist = task.network_mode == "allowlist" or (
         in_sandbox and task.network_mode == "no-network"
     )
-    if not allowlist or not _cannot_enforce_allowlists(sandbox):
+    # Only the local sandbox is known here without creating an instance; any other
+    # environment's `capabilities` is checked by Harbor itself in `Trial.create`.
+    if not allowlist or not is_local(sandbox):
         return None
     if task.network_mode == "allowlist":
         why = f"task {task.name!r} has network_mode 'allowlist'"
@@ -36,15 +34,3 @@ def network_problem(task: TaskInfo, harness: HarnessInfo, sandbox: SandboxInfo) 
             "so Harbor would allow only the capture proxy's host"
         )
     return f"{why}, which the {sandbox.name} sandbox cannot enforce; {WHAT_TO_DO}"
-
-
-def _cannot_enforce_allowlists(sandbox: SandboxInfo) -> bool:
-    # Only the local sandbox (and its subclasses) is known here without creating an instance;
-    # any other environment's `capabilities` is checked by Harbor itself in `Trial.create`.
-    if sandbox.kind != "import_path":
-        return False
-    try:
-        cls = import_class(sandbox.value, base=BaseEnvironment, label="sandbox")
-    except (ImportError, ValueError, TypeError):
-        return False  # an unusable sandbox is refused for that reason instead
-    return issubclass(cls, LocalSandbox)

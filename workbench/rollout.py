@@ -111,6 +111,7 @@ class RolloutContext:
     store: where the document, the live turn log and Harbor's trial dirs go.
     datasets: resolves the request's dataset (caching under the configured home).
     sandbox_slots: limit on concurrent sandbox creations.
+    sandbox_root: where the local sandbox creates per-trial roots (None: its default).
     cancel: set to cancel the rollout (its sandbox is stopped first).
     on_status: phase changes (queued, booting, agent, verifying, done).
     on_session: receives the capture session once created (live counters).
@@ -121,6 +122,7 @@ class RolloutContext:
     store: Store
     datasets: DatasetResolver
     sandbox_slots: SlotGate | None = None
+    sandbox_root: Path | None = None
     cancel: asyncio.Event | None = None
     on_status: StatusCallback | None = None
     on_session: Callable[[Session], None] | None = None
@@ -220,6 +222,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
             sandbox=sandbox,
             trials_dir=trials_dir(context.store, request.job),
             connection=connection,
+            sandbox_root=context.sandbox_root,
         )
         preflight(config)
         run.trial = TrialRun(

@@ -282,6 +282,7 @@ def golden_command(
                     service.store,
                     service.datasets,
                     sandbox_slots=service.sandbox_slots,
+                    sandbox_root=service.settings.sandbox_root,
                     timeout_s=timeout,
                 )
 

@@ -29,6 +29,7 @@ from packaging.requirements import Requirement
 from pydantic import BaseModel
 
 from workbench.local_sandbox import IMPORT_PATH as LOCAL_IMPORT_PATH
+from workbench.local_sandbox import LocalSandbox
 
 LOCAL = "local"
 PREFLIGHT_TTL_S = 30.0
@@ -45,6 +46,17 @@ class SandboxInfo(BaseModel):
 
 _cache: dict[str, tuple[float, SandboxInfo]] = {}
 _cache_lock = threading.Lock()
+
+
+def is_local(info: SandboxInfo) -> bool:
+    """Whether the sandbox is the local one (or a subclass: the test sandboxes are)."""
+    if info.kind != "import_path":
+        return False
+    try:
+        cls = import_class(info.value, base=BaseEnvironment, label="sandbox")
+    except (ImportError, ValueError, TypeError):
+        return False
+    return issubclass(cls, LocalSandbox)
 
 
 def sandbox_names() -> list[str]:

@@ -231,6 +231,7 @@ class WorkbenchService:
             store=self.store,
             datasets=self.datasets,
             sandbox_slots=self.sandbox_slots,
+            sandbox_root=self.settings.sandbox_root,
             cancel=cancel,
             on_status=on_status,
             on_session=on_session,

@@ -25,9 +25,19 @@ class Settings(BaseSettings):
     max_sandbox_creates: int = Field(
         default=2, ge=1, description="Sandboxes booting at once (providers rate-limit creates)."
     )
+    sandbox_root: Path | None = Field(
+        default=None,
+        description="Where the local sandbox creates per-trial roots; default "
+        "<tmp>/workbench-sandboxes.",
+    )
     # UI / app (engineer G).
     engine_url: str | None = Field(
         default=None, description="Engine the UI offers first; None = the embedded engine."
+    )
+    engine_hosts: str | None = Field(
+        default=None,
+        description="Engines a session may use, comma-separated host[:port]. Unset: any on a "
+        "local server; on a public one only engine_url's host and the embedded engine.",
     )
     datasets: list[str] = Field(
         default_factory=lambda: ["demo"], description="Dataset specs the UI offers (JSON list)."

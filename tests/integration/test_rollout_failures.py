@@ -83,6 +83,13 @@ async def test_two_reward_keys_with_reward_key_is_ok(service):
     assert (result.reward, result.reward_key) == (0.5, "style")
 
 
+async def test_rollout_sandbox_roots_stay_under_the_service_home_not_shared_tmp(service):
+    result = await service.run(_request(service, "two-keys", harness="nop"))
+    assert result.trial_dir is not None  # a sandbox was made
+    roots = service.settings.home / "sandboxes"
+    assert roots.is_dir() and list(roots.iterdir()) == []  # made there, removed after the trial
+
+
 async def test_nop_harness_makes_no_model_calls(service):
     result = await service.run(_request(service, "two-keys", harness="nop"))
     _assert_failed(result, "no_model_calls")

@@ -108,3 +108,20 @@ def test_sandbox_by_type_or_import_path_and_trials_under_jobs():
     by_path = _config("nop", None)
     assert by_path.environment.import_path == LOCAL.value and by_path.environment.delete is True
     assert by_path.trials_dir == Path("/tmp/jobs/j")
+
+
+def test_sandbox_root_goes_to_the_local_sandbox_only(tmp_path):
+    # Without it, test and service trials piled their roots up in the shared tmp dir.
+    def config(sandbox: SandboxInfo):
+        return build_trial_config(
+            task=resolve_dataset("demo").tasks[0],
+            harness=HARNESSES["nop"],
+            sandbox=sandbox,
+            trials_dir=tmp_path,
+            connection=None,
+            sandbox_root=tmp_path / "roots",
+        )
+
+    assert config(LOCAL).environment.kwargs == {"root_base": str(tmp_path / "roots")}
+    docker = SandboxInfo(name="docker", kind="type", value="docker", usable=True, reason="")
+    assert config(docker).environment.kwargs == {}
