@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import functools
 import hashlib
-import os
 import shutil
 import socket
 import threading
@@ -29,10 +28,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
-
-# litellm (imported by harbor) fetches a model cost map over the network on import unless told
-# not to; offline that costs ~10 s of retries.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from harbor.models.task.id import GitTaskId, LocalTaskId, PackageTaskId
 from harbor.models.task.task import Task

@@ -9,11 +9,6 @@ For every agent registered in `AgentFactory` (and any `module:Class` asked for b
 """
 
 import functools
-import os
-
-# litellm (imported by harbor's agents) fetches a model cost map over the network on import
-# unless told not to; offline that costs ~10 s of retries.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from harbor.agents.base import BaseAgent
 from harbor.agents.factory import AgentFactory

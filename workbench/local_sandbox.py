@@ -36,10 +36,6 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-# litellm (imported by harbor) fetches a model cost map over the network on import unless told
-# not to; offline that costs ~10 s of retries.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions

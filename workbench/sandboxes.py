@@ -11,15 +11,10 @@ Checks block (`docker info`, a bubblewrap probe, SDK imports), so results are ca
 
 import asyncio
 import importlib.metadata
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
-
-# litellm (imported by harbor) fetches a model cost map over the network on import unless told
-# not to; offline that costs ~10 s of retries.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from harbor.environments.base import BaseEnvironment
 from harbor.environments.factory import _ENVIRONMENT_REGISTRY, _load_environment_class
