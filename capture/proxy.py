@@ -211,6 +211,8 @@ def control_plane(
 
     @guarded.post("/sessions", status_code=201)
     async def create_session(spec: SessionCreate) -> SessionCreated:
+        if refusal := settings.engine_refusal(spec.engine.url):
+            raise HTTPException(400, refusal)  # before any probe: no request to that host
         session = await registry.create(spec.engine, spec.labels)
         engine = session.engine
         return SessionCreated(

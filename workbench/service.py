@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -29,7 +30,7 @@ from workbench.datasets import DatasetResolver
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.script import ScriptPolicy
-from workbench.harbor_trial import SESSION_KEYS
+from workbench.harbor_trial import SessionKeys
 from workbench.rollout import (
     RolloutContext,
     RolloutError,
@@ -141,6 +142,17 @@ class _Handle:
     done: threading.Event = field(default_factory=threading.Event)
 
 
+def engine_hosts(settings: Settings) -> tuple[str, ...] | None:
+    """The engines sessions may use: WORKBENCH_ENGINE_HOSTS when set; else any on a local server,
+    and on a public one only the configured engine's host (the embedded engine is always
+    allowed, see `WorkbenchService.engine_refusal`)."""
+    if settings.engine_hosts is not None:
+        return tuple(h.strip() for h in settings.engine_hosts.split(",") if h.strip())
+    if not (is_public_host(settings.host) or settings.space_host):
+        return None
+    return (urlsplit(settings.engine_url).netloc.rsplit("@", 1)[-1],) if settings.engine_url else ()
+
+
 class WorkbenchService:
     """Runs rollouts against one capture app. See the module docstring.
 
@@ -157,7 +169,9 @@ class WorkbenchService:
             public=is_public_host(self.settings.host),
             max_tokens_ceiling=self.settings.max_tokens_ceiling,
             max_body_bytes=self.settings.max_body_bytes,
+            engine_hosts=engine_hosts(self.settings),
         )
+        self.capture = capture
         pool = EnginePool(
             timeout_s=capture.upstream_timeout_s,
             probe_timeout_s=capture.probe_timeout_s,
@@ -167,7 +181,7 @@ class WorkbenchService:
         self.capture_app = create_capture_app(capture, self.registry)
         self.store = Store(self.settings.home)
         # Session-key env vars are created now, before any rollout spawns a process.
-        SESSION_KEYS.reserve(max(64, 4 * self.settings.max_rollouts))
+        self.session_keys = SessionKeys(max(16, 4 * self.settings.max_rollouts))
         self.rollout_slots = Slots(self.settings.max_rollouts)
         self.sandbox_slots = Slots(self.settings.max_sandbox_creates)
         # Where harnesses reach the proxy (no /v1). Set by whoever binds the port (the app, or
@@ -200,6 +214,13 @@ class WorkbenchService:
             if self._engine is None:
                 self._engine = EngineServer(EngineConfig(script=script or DEMO_SCRIPT)).start()
             return EngineRef(url=self._engine.url)
+
+    def engine_refusal(self, ref: EngineRef) -> str | None:
+        """Why a caller may not use this engine here (a public server probes only allowed
+        hosts), or None. The embedded engine is always allowed."""
+        if self._engine is not None and ref.url == self._engine.url:
+            return None
+        return self.capture.engine_refusal(ref.url)
 
     def close(self) -> None:
         """Stop the proxy thread and the embedded engine; cancel nothing (runs finish alone)."""

@@ -25,9 +25,12 @@ async def engine_ref(service: WorkbenchService, url: str | None, model: str | No
         except Exception as exc:
             raise FormError(f"the embedded engine cannot start ({exc}): use an engine URL") from exc
     try:
-        return EngineRef(url=url, model=(model or "").strip() or None)
+        ref = EngineRef(url=url, model=(model or "").strip() or None)
     except ValidationError as exc:
         raise FormError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
+    if refusal := service.engine_refusal(ref):
+        raise FormError(refusal)  # before any probe: a public server calls only allowed hosts
+    return ref
 
 
 async def rollout_request(
