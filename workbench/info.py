@@ -2,7 +2,8 @@
 
 The engine's measured tier (one probe: the only thing it contacts), each sandbox with why it is
 usable or not, each dataset with its task count, and the harnesses grouped by dialect. It boots
-no engine, sandbox or server. The same report renders as rich tables or as JSON.
+no sandbox or server, and no engine unless asked for `--engine embedded` (the reference engine,
+started for the probe and stopped). The same report renders as rich tables or as JSON.
 """
 
 import asyncio
@@ -18,6 +19,9 @@ from capture.types import DIALECTS
 from workbench.datasets import DatasetError, aresolve_dataset
 from workbench.harnesses import HarnessInfo, harness_catalogue
 from workbench.sandboxes import SandboxInfo, asandbox_catalogue
+from workbench.service import embedded_engine
+
+EMBEDDED = "embedded"  # the `--engine` value of `workbench rollout` too
 
 NOT_REDIRECTABLE = "not redirectable"
 
@@ -30,6 +34,7 @@ class EngineReport(BaseModel):
     reason: str | None = None  # why not `tokens` (or why not probed)
     served_model: str | None = None
     logprobs_mode: str | None = None
+    version: str | None = None  # the engine's GET /version
 
 
 class DatasetReport(BaseModel):
@@ -48,13 +53,29 @@ class InfoReport(BaseModel):
 
 
 async def probe_engine(url: str | None) -> EngineReport:
-    """Measure the engine's tier with capture's own probe; never raises."""
+    """Measure the engine's tier with capture's own probe; never raises. `embedded` probes the
+    reference engine `workbench rollout --engine embedded` would use, started just for this."""
     if not url:
-        return EngineReport(url=None, probed=False, reason="not probed: pass --engine URL")
+        reason = "not probed: pass --engine URL (or --engine embedded)"
+        return EngineReport(url=None, probed=False, reason=reason)
+    if url.strip() == EMBEDDED:
+        engine = embedded_engine()
+        try:
+            await asyncio.to_thread(engine.start)
+        except Exception as exc:  # e.g. the tokenizer files are missing: say so, do not raise
+            reason = f"not probed: the embedded engine did not start ({exc})"
+            return EngineReport(url=EMBEDDED, probed=False, reason=reason)
+        try:
+            report = await probe_engine(engine.url)
+        finally:
+            await asyncio.to_thread(engine.stop)
+        return report.model_copy(
+            update={"url": f"{EMBEDDED} ({report.url}, stopped after the probe)"}
+        )
     try:
         ref = EngineRef(url=url)
     except ValidationError as exc:
-        reason = "; ".join(e["msg"] for e in exc.errors())
+        reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return EngineReport(url=url, probed=False, reason=f"not probed: {reason}")
     pool = EnginePool(probe_timeout_s=10.0)
     try:
@@ -70,6 +91,7 @@ async def probe_engine(url: str | None) -> EngineReport:
         reason=probe.tier_reason,
         served_model=probe.served_model or None,
         logprobs_mode=probe.logprobs_mode,
+        version=probe.version,
     )
 
 
@@ -120,6 +142,7 @@ def render(report: InfoReport, console: Console) -> None:
         ["tier", _mark(tier, tier == "tokens")],
         ["model", engine.served_model or "—"],
         ["logprobs", engine.logprobs_mode or "—"],
+        ["version", engine.version or "—"],
         ["why", why],
     ]
     console.print(_table("Engine", ("field", "value"), rows, show_header=False))

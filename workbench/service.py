@@ -142,6 +142,12 @@ class _Handle:
     done: threading.Event = field(default_factory=threading.Event)
 
 
+def embedded_engine(script: Path | ScriptPolicy | None = None) -> EngineServer:
+    """The CPU reference engine on a free loopback port, scripted with `script` (default: the demo
+    script, which solves every demo task with terminus-2); not started yet."""
+    return EngineServer(EngineConfig(script=script or DEMO_SCRIPT))
+
+
 def engine_hosts(settings: Settings) -> tuple[str, ...] | None:
     """The engines sessions may use: WORKBENCH_ENGINE_HOSTS when set; else any on a local server,
     and on a public one only the configured engine's host (the embedded engine is always
@@ -212,7 +218,7 @@ class WorkbenchService:
         Idempotent: a second call returns the running engine."""
         with self._engine_lock:
             if self._engine is None:
-                self._engine = EngineServer(EngineConfig(script=script or DEMO_SCRIPT)).start()
+                self._engine = embedded_engine(script).start()
             return EngineRef(url=self._engine.url)
 
     def engine_refusal(self, ref: EngineRef) -> str | None:

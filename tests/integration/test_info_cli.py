@@ -3,12 +3,14 @@
 import json
 import socket
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from workbench.cli import app
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
+from workbench.engine.server import VERSION
 from workbench.local_sandbox import bwrap_problem
 
 runner = CliRunner()
@@ -80,3 +82,16 @@ def test_invalid_engine_url_is_reported():
     report = json.loads(invoke("--engine", "not-a-url", "--json").stdout)
     assert not report["engine"]["probed"]
     assert "http" in report["engine"]["reason"]
+    assert "Value error" not in report["engine"]["reason"]  # pydantic's prefix is not for users
+
+
+@pytest.mark.slow
+def test_embedded_engine_is_started_probed_and_stopped():
+    # The README's `workbench info --engine embedded --dataset demo`.
+    report = json.loads(invoke("--engine", "embedded", "--dataset", "demo", "--json").stdout)
+    engine = report["engine"]
+    assert engine["probed"] and engine["reachable"], engine
+    assert engine["tier"] == "tokens" and engine["url"].startswith("embedded (http://127.0.0.1:")
+    assert engine["version"] == VERSION
+    with pytest.raises(httpx.ConnectError):  # stopped after the probe
+        httpx.get(engine["url"].split(" ")[1].strip("(,") + "/version")
