@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import random
+import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -79,34 +80,33 @@ class SessionKeys:
     `environ` while it execs. Adding or removing a variable reallocates that array, so doing it
     while another thread spawns (every sandbox exec does) can hand the child a freed array: we
     saw `OSError: [Errno 14] Bad address: '/usr/bin/bwrap'`. Overwriting an existing variable
-    only swaps one pointer (glibc keeps old strings alive), which is safe. So the variables are
-    created once, up front (`reserve`, called when a service starts, before rollouts run), and
-    rollouts only ever overwrite their values. os.environ is process-wide, hence so is this.
+    only swaps one pointer (glibc keeps old strings alive), which is safe. So the `n` variables
+    are created once, up front (a service builds its SessionKeys when it starts, before rollouts
+    run), and rollouts only ever overwrite their values. Each instance has its own name prefix,
+    so two services in one process never share a variable.
     """
 
-    PREFIX = "WORKBENCH_SESSION_KEY_"
-
-    def __init__(self) -> None:
+    def __init__(self, n: int) -> None:
+        self.prefix = f"WORKBENCH_SESSION_KEY_{secrets.token_hex(4)}_"
         self._lock = threading.Lock()
         self._free: list[str] = []
         self._count = 0
+        for _ in range(n):
+            self._free.append(self._create())
 
-    def reserve(self, n: int) -> None:
-        """Create variables until at least `n` exist (only this ever adds to the environment)."""
-        with self._lock:
-            while self._count < n:
-                name = f"{self.PREFIX}{self._count}"
-                os.environ[name] = ""
-                self._free.append(name)
-                self._count += 1
+    def _create(self) -> str:
+        """A new variable (the only place that adds to the environment); under the lock."""
+        name = f"{self.prefix}{self._count}"
+        os.environ[name] = ""
+        self._count += 1
+        return name
 
     def acquire(self, session_id: str) -> str:
         """A variable now holding `session_id`; give it back with `release`."""
         with self._lock:
             if not self._free:  # more rollouts than reserved: grow (rare; see the docstring)
                 log.warning("session key slots exhausted; reserve more when the service starts")
-                name = f"{self.PREFIX}{self._count}"
-                self._count += 1
+                name = self._create()
             else:
                 name = self._free.pop()
             os.environ[name] = session_id
@@ -116,9 +116,6 @@ class SessionKeys:
         with self._lock:
             os.environ[name] = ""  # overwrite, never delete (see the docstring)
             self._free.append(name)
-
-
-SESSION_KEYS = SessionKeys()
 
 
 @dataclass(frozen=True)

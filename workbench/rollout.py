@@ -30,8 +30,8 @@ from workbench.atif import AtifReport, CapturedCall, reconcile
 from workbench.datasets import DatasetError, DatasetResolver, TaskInfo
 from workbench.failures import Failure, RolloutError, trial_error
 from workbench.harbor_trial import (
-    SESSION_KEYS,
     ModelConnection,
+    SessionKeys,
     SlotGate,
     TrialRun,
     build_trial_config,
@@ -110,6 +110,7 @@ class RolloutContext:
     proxy_url: where harnesses reach the capture proxy, without `/v1`.
     store: where the document, the live turn log and Harbor's trial dirs go.
     datasets: resolves the request's dataset (caching under the configured home).
+    session_keys: the host env vars that carry session ids to harnesses (created up front).
     sandbox_slots: limit on concurrent sandbox creations.
     sandbox_root: where the local sandbox creates per-trial roots (None: its default).
     cancel: set to cancel the rollout (its sandbox is stopped first).
@@ -121,6 +122,7 @@ class RolloutContext:
     proxy_url: str
     store: Store
     datasets: DatasetResolver
+    session_keys: SessionKeys
     sandbox_slots: SlotGate | None = None
     sandbox_root: Path | None = None
     cancel: asyncio.Event | None = None
@@ -210,7 +212,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
 
     # The harness reads its key from this host env var (Harbor scrubs the value from the
     # trial dir); never AgentConfig.env, which terminus-2 exports into the sandbox shell.
-    key_name = SESSION_KEYS.acquire(run.session.id)
+    key_name = context.session_keys.acquire(run.session.id)
     try:
         connection = None
         if run.dialect is not None:
@@ -234,7 +236,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
         )
         await run.trial.run()
     finally:
-        SESSION_KEYS.release(key_name)
+        context.session_keys.release(key_name)
 
 
 def resolve_task(datasets: DatasetResolver, dataset: str, task: str) -> TaskInfo:
