@@ -257,6 +257,7 @@ class WorkbenchService:
             proxy_url=self.proxy_url or "",
             store=self.store,
             datasets=self.datasets,
+            session_keys=self.session_keys,
             sandbox_slots=self.sandbox_slots,
             sandbox_root=self.settings.sandbox_root,
             cancel=cancel,
