@@ -8,8 +8,9 @@ client. Completions are 1-4 tokens so the engine is not the bottleneck. Budget (
 <= 1 ms p50 and <= 3 ms p99 added at 64 sessions, >= 500 calls/s through one proxy process.
 
 Printed per concurrency: direct and proxied latency p50/p99, the added latency (p50/p99 of the
-per-pair differences: each proxied call minus its interleaved direct twin), calls/s of each path alone at that concurrency, the ratio proxy/direct, and where
-the proxy's time goes (engine time measured inside the proxy vs what the client saw).
+per-pair differences: each proxied call minus its interleaved direct twin), calls/s of each path
+alone at that concurrency, the ratio proxy/direct, and where the proxy's time goes (engine time
+measured inside the proxy vs what the client saw).
 """
 
 import argparse

@@ -76,13 +76,14 @@ def refusal(body: dict[str, Any]) -> str | None:
     engine call so the client gets a 400 instead of an answer that silently differs."""
     n = body.get("n")
     if n is not None and n != 1:
-        return f"n must be 1, got {reprlib.repr(n)}: the capture proxy records one sample per call"
+        got = reprlib.repr(n)
+        return f"n must be 1, got {got}: the capture proxy records one sample per call"
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)
-        if value is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < 1
-        ):
-            return f"{key} must be a positive integer, got {reprlib.repr(value)} (the engine refuses it)"
+        positive = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if value is not None and not positive:
+            got = reprlib.repr(value)
+            return f"{key} must be a positive integer, got {got} (the engine refuses it)"
     return None
 
 
