@@ -6,6 +6,7 @@ import httpx
 from capture.document import validate_document
 from capture.engines import EnginePool, EngineRef
 from capture.serving import ThreadedServer
+from capture.sessions import SessionRegistry
 from workbench.engine.config import EngineConfig
 from workbench.engine.runner import EngineServer
 from workbench.engine.server import VERSION, create_engine_app
@@ -25,6 +26,22 @@ async def test_engine_restarted_in_raw_mode_is_not_labelled_trainable():
         refreshed = await pool.get(ref, refresh=True)
         assert (refreshed.tier, refreshed.logprobs_mode) == ("logprobs", "raw_logprobs")
         assert (await pool.get(ref)).tier == "logprobs"  # the fresh probe replaced the old one
+
+
+async def test_new_rollout_session_sees_an_engine_restarted_in_raw_mode():
+    # What each rollout does: SessionRegistry.create(..., refresh_probe=True).
+    registry = SessionRegistry(EnginePool(probe_ttl_s=3600.0))
+    first = EngineServer(EngineConfig()).start()
+    port = first.port
+    ref = EngineRef(url=first.url)
+    try:
+        assert (await registry.create(ref)).tier == "tokens"
+    finally:
+        first.stop()
+    with EngineServer(EngineConfig(logprobs_mode="raw_logprobs"), port=port):
+        session = await registry.create(ref, refresh_probe=True)
+    assert session.tier == "logprobs"
+    assert "processed_logprobs" in (session.engine.tier_reason or "")
 
 
 async def test_expired_probe_is_probed_again():

@@ -9,6 +9,7 @@ from capture.document import validate_document
 from capture.types import Dialect
 from tests.fixtures.rollouts import leftover_processes, needs_local_sandbox
 from workbench.datasets import resolve_dataset
+from workbench.engine.server import VERSION
 from workbench.rollout import RolloutRequest
 
 pytestmark = [pytest.mark.slow, needs_local_sandbox]
@@ -37,6 +38,8 @@ async def test_terminus_2_solves_a_demo_task_in_each_dialect(service, dialect: D
     doc = result.document
     assert validate_document(doc) == []
     assert doc["harness"]["dialect"] == dialect
+    # Harbor's, the agent's and the engine's versions are on record (DESIGN.md §1).
+    assert doc["engine"]["version"] == VERSION and doc["versions"]["harbor"]
     agent_turns = [t for t in doc["turns"] if t["role"] == "agent" and not t["discarded"]]
     assert len(agent_turns) >= 2
     assert len({t["root"] for t in agent_turns}) == 1  # one conversation, not fragments
