@@ -40,7 +40,7 @@ from workbench.harbor_trial import (
 from workbench.harnesses import HarnessInfo, get_harness
 from workbench.network_fit import WHAT_TO_DO, network_problem
 from workbench.rewards import reward_provenance, select_reward
-from workbench.sandboxes import SandboxInfo, get_sandbox
+from workbench.sandboxes import SandboxCatalogue, SandboxInfo
 from workbench.store import RolloutRow, Store
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ class RolloutContext:
     store: where the document, the live turn log and Harbor's trial dirs go.
     datasets: resolves the request's dataset (caching under the configured home).
     session_keys: the host env vars that carry session ids to harnesses (created up front).
+    sandboxes: the sandbox verdicts (cached by the service across rollouts).
     sandbox_slots: limit on concurrent sandbox creations.
     sandbox_root: where the local sandbox creates per-trial roots (None: its default).
     cancel: set to cancel the rollout (its sandbox is stopped first).
@@ -123,6 +124,7 @@ class RolloutContext:
     store: Store
     datasets: DatasetResolver
     session_keys: SessionKeys
+    sandboxes: SandboxCatalogue = field(default_factory=SandboxCatalogue)
     sandbox_slots: SlotGate | None = None
     sandbox_root: Path | None = None
     cancel: asyncio.Event | None = None
@@ -193,7 +195,7 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     request = run.request
     # In a thread: the first lookups import Harbor's agents (litellm, seconds) and run the
     # sandbox's preflight (subprocesses); this loop may be serving other rollouts meanwhile.
-    run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request, context.datasets)
+    run.task, run.harness, sandbox = await asyncio.to_thread(_resolve, request, context)
     if not sandbox.usable:
         raise Failure("sandbox_unavailable", f"sandbox {sandbox.name!r}: {sandbox.reason}")
     problem = network_problem(run.task, run.harness, sandbox)
@@ -257,12 +259,12 @@ def trials_dir(store: Store, job: str | None) -> Path:
 
 
 def _resolve(
-    request: RolloutRequest, datasets: DatasetResolver
+    request: RolloutRequest, context: RolloutContext
 ) -> tuple[TaskInfo, HarnessInfo, SandboxInfo]:
     return (
-        resolve_task(datasets, request.dataset, request.task),
+        resolve_task(context.datasets, request.dataset, request.task),
         _lookup(get_harness, request.harness, "harness"),
-        _lookup(get_sandbox, request.sandbox, "sandbox"),
+        _lookup(context.sandboxes.get, request.sandbox, "sandbox"),
     )
 
 

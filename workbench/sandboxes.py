@@ -5,8 +5,9 @@ and (2) Harbor's own `preflight()` for it passes — run here, because `Trial.cr
 A type whose class declares no preflight of its own is never reported usable: nothing would
 have been checked. Credentials being set is never enough by itself.
 
-Checks block (`docker info`, a bubblewrap probe, SDK imports), so results are cached for
-`PREFLIGHT_TTL_S`; async callers use `asandbox_catalogue()` / `aget_sandbox()`.
+Checks block (`docker info`, a bubblewrap probe, SDK imports): a `SandboxCatalogue` (one per
+service) caches them for `PREFLIGHT_TTL_S`; the module functions check afresh each call (one-shot
+commands). Async callers use the `a*` variants.
 """
 
 import asyncio
@@ -39,8 +40,39 @@ class SandboxInfo(BaseModel):
     reason: str
 
 
-_cache: dict[str, tuple[float, SandboxInfo]] = {}
-_cache_lock = threading.Lock()
+class SandboxCatalogue:
+    """Sandbox verdicts, cached for `ttl_s` per name (thread-safe)."""
+
+    def __init__(self, ttl_s: float = PREFLIGHT_TTL_S):
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, SandboxInfo]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, *, refresh: bool = False) -> SandboxInfo:
+        """One sandbox by name (`local`, a Harbor environment type) or `module:Class` path.
+
+        Raises KeyError for a name Harbor does not know; an unusable sandbox is returned with
+        `usable=False` and the reason.
+        """
+        with self._lock:
+            hit = self._cache.get(name)
+        if hit and not refresh and time.monotonic() - hit[0] < self.ttl_s:
+            return hit[1]
+        info = _check(name)
+        with self._lock:
+            self._cache[name] = (time.monotonic(), info)
+        return info
+
+    async def aget(self, name: str, *, refresh: bool = False) -> SandboxInfo:
+        return await asyncio.to_thread(self.get, name, refresh=refresh)
+
+    def all(self, *, refresh: bool = False) -> list[SandboxInfo]:
+        """Every sandbox with its verdict; checks run in parallel (blocking: call off the loop)."""
+        with ThreadPoolExecutor(8, thread_name_prefix="preflight") as pool:
+            return list(pool.map(lambda n: self.get(n, refresh=refresh), sandbox_names()))
+
+    async def aall(self, *, refresh: bool = False) -> list[SandboxInfo]:
+        return await asyncio.to_thread(self.all, refresh=refresh)
 
 
 def is_local(info: SandboxInfo) -> bool:
@@ -59,35 +91,18 @@ def sandbox_names() -> list[str]:
     return [LOCAL, *sorted(t.value for t in _ENVIRONMENT_REGISTRY)]
 
 
-def sandbox_catalogue(*, refresh: bool = False) -> list[SandboxInfo]:
-    """Every sandbox with its verdict; checks run in parallel (blocking: call off the loop)."""
-    with ThreadPoolExecutor(8, thread_name_prefix="preflight") as pool:
-        return list(pool.map(lambda n: get_sandbox(n, refresh=refresh), sandbox_names()))
+def sandbox_catalogue() -> list[SandboxInfo]:
+    """Every sandbox, checked now (blocking: call off the loop)."""
+    return SandboxCatalogue().all()
 
 
-async def asandbox_catalogue(*, refresh: bool = False) -> list[SandboxInfo]:
-    return await asyncio.to_thread(sandbox_catalogue, refresh=refresh)
+async def asandbox_catalogue() -> list[SandboxInfo]:
+    return await SandboxCatalogue().aall()
 
 
-def get_sandbox(name: str, *, refresh: bool = False) -> SandboxInfo:
-    """One sandbox by name (`local`, a Harbor environment type) or `module:Class` path.
-
-    Raises KeyError for a name Harbor does not know; an unusable sandbox is returned with
-    `usable=False` and the reason.
-    """
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(name)
-    if hit and not refresh and now - hit[0] < PREFLIGHT_TTL_S:
-        return hit[1]
-    info = _check(name)
-    with _cache_lock:
-        _cache[name] = (time.monotonic(), info)
-    return info
-
-
-async def aget_sandbox(name: str, *, refresh: bool = False) -> SandboxInfo:
-    return await asyncio.to_thread(get_sandbox, name, refresh=refresh)
+def get_sandbox(name: str) -> SandboxInfo:
+    """One sandbox, checked now; see `SandboxCatalogue.get`."""
+    return _check(name)
 
 
 def _check(name: str) -> SandboxInfo:

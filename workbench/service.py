@@ -40,6 +40,7 @@ from workbench.rollout import (
     new_rollout_id,
     run_rollout,
 )
+from workbench.sandboxes import SandboxCatalogue
 from workbench.settings import Settings
 from workbench.store import Store
 
@@ -188,6 +189,7 @@ class WorkbenchService:
         self.store = Store(self.settings.home)
         # Session-key env vars are created now, before any rollout spawns a process.
         self.session_keys = SessionKeys(max(16, 4 * self.settings.max_rollouts))
+        self.sandboxes = SandboxCatalogue()  # preflight verdicts, cached across rollouts
         self.rollout_slots = Slots(self.settings.max_rollouts)
         self.sandbox_slots = Slots(self.settings.max_sandbox_creates)
         # Where harnesses reach the proxy (no /v1). Set by whoever binds the port (the app, or
@@ -258,6 +260,7 @@ class WorkbenchService:
             store=self.store,
             datasets=self.datasets,
             session_keys=self.session_keys,
+            sandboxes=self.sandboxes,
             sandbox_slots=self.sandbox_slots,
             sandbox_root=self.settings.sandbox_root,
             cancel=cancel,

@@ -7,7 +7,7 @@ import pytest
 from harbor.environments.factory import _ENVIRONMENT_REGISTRY
 
 from workbench.local_sandbox import LocalSandbox, bwrap_problem
-from workbench.sandboxes import get_sandbox, sandbox_catalogue
+from workbench.sandboxes import SandboxCatalogue, get_sandbox, sandbox_catalogue
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,10 @@ def test_local_preflight_says_what_to_install():
         LocalSandbox.preflight({"nope": 1})
 
 
-def test_preflight_results_are_cached_briefly():
-    first = get_sandbox("docker")
-    assert get_sandbox("docker") is first
-    assert get_sandbox("docker", refresh=True) is not first
+def test_preflight_results_are_cached_briefly_per_catalogue_not_per_process():
+    catalogue = SandboxCatalogue()
+    first = catalogue.get("docker")
+    assert catalogue.get("docker") is first
+    assert catalogue.get("docker", refresh=True) is not first
+    assert SandboxCatalogue().get("docker") is not first  # no module-level cache
+    assert SandboxCatalogue(ttl_s=0).get("local") is not SandboxCatalogue(ttl_s=0).get("local")

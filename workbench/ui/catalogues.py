@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from workbench.datasets import Dataset, DatasetError, DatasetResolver, TaskInfo
 from workbench.harnesses import HarnessInfo, harness_catalogue
 from workbench.network_fit import network_problem
-from workbench.sandboxes import SandboxInfo, sandbox_catalogue
+from workbench.sandboxes import SandboxCatalogue, SandboxInfo
 
 
 class DatasetEntry(BaseModel):
@@ -35,11 +35,17 @@ class TaskEntry(BaseModel):
 class Catalogues:
     """`specs` are the dataset specs offered first (settings.datasets); a spec that resolves
     when typed into the picker is offered from then on. `datasets` resolves them (the service's
-    resolver, caching under its home)."""
+    resolver, caching under its home); `sandboxes` caches the sandbox verdicts (the service's)."""
 
-    def __init__(self, specs: Sequence[str], datasets: DatasetResolver):
+    def __init__(
+        self,
+        specs: Sequence[str],
+        datasets: DatasetResolver,
+        sandboxes: SandboxCatalogue | None = None,
+    ):
         self.specs = list(dict.fromkeys(specs))
         self.resolver = datasets
+        self.sandbox_verdicts = sandboxes or SandboxCatalogue()
 
     def dataset(self, spec: str) -> Dataset:
         """The resolved dataset; raises DatasetError (with what to do) when it cannot be."""
@@ -74,7 +80,7 @@ class Catalogues:
         return list(harness_catalogue())
 
     def sandboxes(self) -> list[SandboxInfo]:
-        return sandbox_catalogue()
+        return self.sandbox_verdicts.all()
 
     def network_problem(
         self, spec: str, task: str, harness: str, sandbox: SandboxInfo

@@ -461,7 +461,8 @@ class WorkbenchPage:
 
 def build_ui(service: WorkbenchService, settings: Settings) -> gr.Blocks:
     """The page, with the named API endpoints registered on it."""
-    return WorkbenchPage(service, settings, Catalogues(settings.datasets, service.datasets)).build()
+    catalogues = Catalogues(settings.datasets, service.datasets, service.sandboxes)
+    return WorkbenchPage(service, settings, catalogues).build()
 
 
 def allowed_paths(service: WorkbenchService) -> list[str]:
