@@ -13,9 +13,12 @@ from workbench.sandboxes import SandboxInfo
 from workbench.ui.catalogues import Catalogues
 
 LOCAL = SandboxInfo(
-    name="local", kind="import_path", value="workbench.local_sandbox:LocalSandbox", usable=True,
+    name="local",
+    kind="import_path",
+    value="workbench.local_sandbox:LocalSandbox",
+    usable=True,
     reason="",
-)  # fmt: skip
+)
 TEST_LOCAL = LOCAL.model_copy(
     update={"name": "subclass", "value": "tests.fixtures.sandboxes:RateLimitedOnceSandbox"}
 )
