@@ -37,7 +37,8 @@ def test_importing_workbench_creates_no_session_key_variables():
         "import os; import workbench.rollout, workbench.service, workbench.sandboxes; "
         "print(sorted(k for k in os.environ if k.startswith('WORKBENCH_SESSION_KEY')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_SESSION_KEY")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
