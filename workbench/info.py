@@ -19,9 +19,7 @@ from capture.types import DIALECTS
 from workbench.datasets import DatasetError, aresolve_dataset
 from workbench.harnesses import HarnessInfo, harness_catalogue
 from workbench.sandboxes import SandboxInfo, asandbox_catalogue
-from workbench.service import embedded_engine
-
-EMBEDDED = "embedded"  # the `--engine` value of `workbench rollout` too
+from workbench.service import EMBEDDED, embedded_engine
 
 NOT_REDIRECTABLE = "not redirectable"
 

@@ -27,7 +27,7 @@ from workbench.harnesses import get_harness
 from workbench.network_fit import network_problem
 from workbench.rollout import RolloutRequest, RolloutResult
 from workbench.sandboxes import get_sandbox
-from workbench.service import WorkbenchService
+from workbench.service import EMBEDDED, WorkbenchService
 from workbench.settings import Settings
 
 PHASE_STEPS = {"queued": 0, "booting": 1, "agent": 2, "verifying": 3, "done": 4}
@@ -91,7 +91,7 @@ def rollout_command(
         if n < 1 or concurrency < 1:
             raise UsageError("-n and --concurrency must be at least 1")
         (info,) = pick_tasks(dataset, task, task_index)
-        engine_ref = None if engine == "embedded" else _engine_ref(engine)
+        engine_ref = None if engine == EMBEDDED else _engine_ref(engine)
         _check_harness_and_sandbox(info, harness, sandbox)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}")

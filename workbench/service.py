@@ -143,6 +143,10 @@ class _Handle:
     done: threading.Event = field(default_factory=threading.Event)
 
 
+# What users type for "the embedded reference engine" (CLI --engine, UI, API engine_url).
+EMBEDDED = "embedded"
+
+
 def embedded_engine(script: Path | ScriptPolicy | None = None) -> EngineServer:
     """The CPU reference engine on a free loopback port, scripted with `script` (default: the demo
     script, which solves every demo task with terminus-2); not started yet."""

@@ -6,9 +6,7 @@ from pydantic import ValidationError
 
 from capture.engines import EngineRef
 from workbench.rollout import RolloutRequest
-from workbench.service import WorkbenchService
-
-EMBEDDED = "embedded"
+from workbench.service import EMBEDDED, WorkbenchService
 
 
 class FormError(ValueError):
