@@ -111,7 +111,8 @@ def build_document(
         )
     fatal = [f for f in findings if f.level == "FATAL"]
     trainable = sum(_trainable(graph, i) for i in range(len(graph)))
-    ok = (meta.ok if meta.ok is not None else trainable > 0) and not fatal
+    # Never ok without a trainable turn or with a FATAL finding, whatever the caller says (§8).
+    ok = meta.ok is not False and trainable > 0 and not fatal
     error = meta.error
     if not ok and error is None and fatal:
         kind = "no_model_calls" if fatal[0].code == "no_model_calls" else "capture_invalid"

@@ -406,7 +406,7 @@ class Proxy:
         upstream_ms = (time.perf_counter() - start) * 1000.0
         try:
             turn = turn_from_reply(reply, shaped, session)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError, LookupError, AttributeError) as exc:
             raise EngineError(
                 502, f"the engine's answer is not a chat completion ({exc})", "bad_gateway"
             ) from exc

@@ -63,6 +63,9 @@ def shape_chat_body(
     if tier == "tokens":
         force_capture_fields(out)
         out.update(NO_OP_SAMPLING)
+        # Unset, vLLM takes the model's generation_config default (Qwen3: 0.6) and the turn would
+        # record no temperature: pin it so `sampling_applied` says what the logprobs mean.
+        out.setdefault("temperature", 1.0)
     elif tier == "logprobs":
         out["logprobs"] = True
         out.setdefault("top_logprobs", 0)

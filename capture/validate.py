@@ -60,6 +60,18 @@ def check_turn(turn: Turn, tier: Tier, index: int | None = None) -> list[Finding
             f"{n_ids} completion ids but {len(turn.completion_logprobs)} logprobs: the two "
             "must align token for token",
         )
+    for key, ids in (
+        ("prompt_tokens", turn.prompt_ids),
+        ("completion_tokens", turn.completion_ids),
+    ):
+        counted = (turn.usage or {}).get(key)
+        if tier == "tokens" and len(ids) and isinstance(counted, int) and counted != len(ids):
+            add(
+                "FATAL",
+                "usage_mismatch",
+                f"the engine returned {len(ids)} {key.split('_')[0]} ids but counted {counted} "
+                "in usage: the ids are not the whole sequence (WIRE.md §2.2)",
+            )
     if n_ids == 0 and not sampled:
         add(
             "WARN",

@@ -102,7 +102,8 @@ class WorkbenchClient:
     def document(self, rollout_id: str) -> dict[str, Any]:
         """The stored rollout document, validated against the rollout JSON schema."""
         doc = self._call("get_rollout", rollout_id)
-        validate_document(doc)
+        if problems := validate_document(doc):
+            raise ValueError(f"rollout {rollout_id}: the document fails its schema: {problems}")
         return doc
 
     def rollouts(self, limit: int = 50) -> list[RolloutRow]:

@@ -267,8 +267,9 @@ class TrialRun:
 
     async def _attempt(self, config: TrialConfig) -> None:
         gate = _Gate(self.sandbox_slots)
-        await self._bounded(gate.acquire(), "while waiting for a sandbox slot")
         try:
+            # Inside the try: a slot granted just as the deadline fires is still given back.
+            await self._bounded(gate.acquire(), "while waiting for a sandbox slot")
             self._set_phase("booting")
             self.trial = await self._bounded(Trial.create(config), "before its sandbox started")
             self._watch(self.trial, gate)

@@ -174,10 +174,12 @@ async def run_rollout(
             id=run.id,
             ok=False,
             error=RolloutError(kind="internal", message=f"{type(exc).__name__}: {exc}"),
-            session_id=run.session.id if run.session else None,
             seconds=round(time.monotonic() - run.started, 3),
         )
     finally:
+        # The session id is the harness's API key: revoked on every path, _finish's failures too.
+        if run.session is not None:
+            context.registry.delete(run.session.id)
         _set_phase(run, context, "done")
 
 

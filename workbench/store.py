@@ -79,7 +79,8 @@ class TurnLog:
         self._last: tuple[int, np.ndarray] | None = None
 
     def __call__(self, session_id: str, index: int, turn: Turn) -> None:
-        record: dict[str, Any] = {"index": index, "session": session_id}
+        # Never the session id: it is the live rollout's API key, and this file is served to the UI.
+        record: dict[str, Any] = {"index": index}
         with self._lock:
             record.update(self._prompt_fields(turn))
             self._last = (index, np.concatenate([turn.prompt_ids, turn.completion_ids]))

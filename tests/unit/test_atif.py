@@ -103,3 +103,14 @@ def test_calls_after_the_last_step_of_an_interrupted_agent_are_tolerated(tmp_pat
     assert report.verdict == "match" and "last 1 call(s)" in report.detail
     # ...but a difference before that point is still a mismatch.
     assert reconcile(tmp_path, _calls(4, 8), interrupted=True).verdict == "MISMATCH"
+
+
+def test_a_trajectory_of_the_wrong_shape_is_a_mismatch_not_a_crash(tmp_path):
+    # The harness (or the model, in the sandbox) writes this file: any JSON may arrive.
+    _write(
+        tmp_path / "trajectory.json", [{"source": "agent", "metrics": {"completion_token_ids": 5}}]
+    )
+    report = reconcile(tmp_path, _calls(3))
+    assert report.verdict == "MISMATCH" and "unreadable" in report.detail
+    _write(tmp_path / "trajectory.json", ["not a step"])
+    assert reconcile(tmp_path, _calls(3)).verdict == "MISMATCH"

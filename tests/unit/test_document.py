@@ -159,6 +159,16 @@ def test_a_fatal_finding_overrides_meta_ok():
     assert doc["reward"] == 1.0  # the reward still travels verbatim
 
 
+def test_meta_ok_cannot_make_a_rollout_without_a_trainable_turn_ok():
+    graph = RolloutGraph()
+    graph.add(Turn(list(range(40)), [], [], has_tools=True, finish_reason="length"))
+    doc = build_document(graph, [], DocumentMeta(ok=True, reward=1.0))
+    assert doc["ok"] is False and doc["error"]["kind"] == "capture_invalid"
+    text_tier = RolloutGraph()
+    text_tier.add(Turn(list(range(40)), [1, 2], None, content="hi", tier="text"))
+    assert build_document(text_tier, [], DocumentMeta(ok=True, reward=1.0))["ok"] is False
+
+
 def test_schema_rejects_an_ok_document_with_a_fatal_finding_or_no_turns():
     doc = build_document(sample_graph(), [], DocumentMeta())
     assert doc["ok"] is True

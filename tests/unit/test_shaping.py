@@ -131,3 +131,11 @@ def test_shaping_never_mutates_the_client_body():
     before = copy.deepcopy(body)
     shape(body)
     assert body == before
+
+
+def test_unset_temperature_is_pinned_so_the_turn_records_what_was_sampled():
+    # Unset, vLLM would take generation_config.json's default (Qwen3: 0.6) unrecorded.
+    shaped = shape(chat())
+    assert shaped.body["temperature"] == 1.0
+    assert shaped.sampling_applied["temperature"] == 1.0
+    assert "temperature" not in shape(chat(), "text").body  # eval tiers forward as sent

@@ -72,6 +72,8 @@ def test_turn_log_appends_each_turn_with_prompt_deltas(tmp_path):
     log("sess", 1, second)
     log("sess", 2, other)
     lines = [json.loads(x) for x in log.path.read_text().splitlines()]
+    # The session id is the live rollout's API key and this file is served to the UI.
+    assert "sess" not in log.path.read_text()
     assert lines[0]["prompt_ids"] == [1, 2, 3] and lines[0]["logprobs"] == [-0.5, -0.25]
     assert lines[1]["prompt_from"] == 0 and lines[1]["prompt_delta"] == [6, 7]
     assert lines[2]["prompt_ids"] == [9, 9] and lines[2]["logprobs"] is None

@@ -105,3 +105,13 @@ def test_a_tool_call_without_completion_ids_is_fatal_at_tier_tokens():
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     findings = check_turn(Turn(SYSTEM, [], [], tool_calls=[call]), "tokens")
     assert codes(findings) == {("FATAL", "token_ids_missing")}
+
+
+def test_ids_that_disagree_with_usage_are_fatal():
+    turn = Turn(SYSTEM, [1, 2], [-0.1, -0.2], content="hi")
+    turn.usage = {"prompt_tokens": len(SYSTEM), "completion_tokens": 3}
+    findings = check_turn(turn, "tokens")
+    assert codes(findings) == {("FATAL", "usage_mismatch")}
+    assert "2 completion ids but counted 3" in findings[0].message
+    turn.usage = {"prompt_tokens": len(SYSTEM), "completion_tokens": 2}
+    assert check_turn(turn, "tokens") == []
