@@ -44,6 +44,11 @@ EXCEPTION_KINDS: dict[str, ErrorKind] = {
     "SandboxBuildFailedError": "sandbox_failed",
     "SandboxLikelyOutOfMemoryError": "sandbox_failed",
     "MemoryLimitExceededError": "sandbox_failed",
+    # Harbor's infrastructure group (the sandbox's transport broke, not the agent): whatever the
+    # phase, the reward is not the agent's.
+    "GKEExecStreamClosedError": "sandbox_failed",
+    "GKEPodNotFoundError": "sandbox_failed",
+    "SSHAccessError": "sandbox_failed",
     "MissingExtraError": "sandbox_unavailable",
 }
 

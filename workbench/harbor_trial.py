@@ -338,6 +338,11 @@ class TrialRun:
                 await asyncio.wait_for(self.trial.agent_environment.stop(delete=True), STOP_GRACE_S)
             except Exception:
                 log.exception("sandbox stop failed")
+        # Never leave the trial task behind: the loop would wait on it at shutdown.
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
+        if task in done and not task.cancelled() and task.exception() is not None:
+            log.warning("the stopped trial ended with %r", task.exception())
 
 
 async def _race(task: asyncio.Future, cancel: asyncio.Event | None, timeout: float) -> Outcome:

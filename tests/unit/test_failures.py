@@ -45,6 +45,8 @@ def test_no_exception_is_no_error():
         ("EnvironmentStartTimeoutError", "timeout"),
         ("RewardFileNotFoundError", "verifier_failed"),
         ("HealthcheckError", "sandbox_failed"),
+        ("GKEExecStreamClosedError", "sandbox_failed"),  # in the agent phase: still the sandbox's
+        ("SSHAccessError", "sandbox_failed"),
         ("CancelledError", "cancelled"),
     ],
 )
