@@ -304,23 +304,10 @@ class TrialRun:
             log.exception("phase callback failed")
 
     async def _bounded[T](self, awaitable: Awaitable[T], where: str) -> T:
-        """Await within the deadline and the cancel event (before the trial task exists)."""
-        if self.cancel is not None and self.cancel.is_set():  # start nothing once cancelled
-            if asyncio.iscoroutine(awaitable):
-                awaitable.close()
-            raise self._failure("cancelled", where)
-        task = asyncio.ensure_future(awaitable)
-        outcome = await _race(task, self.cancel, self._remaining())
-        if outcome == "done":
-            return task.result()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise self._failure(outcome, where)
+        return await bounded(awaitable, cancel=self.cancel, deadline=self.deadline, where=where)
 
     def _failure(self, outcome: Outcome, where: str) -> Failure:
-        if outcome == "deadline":
-            return Failure("timeout", f"the rollout exceeded its deadline {where}")
-        return Failure("cancelled", f"the rollout was cancelled {where}")
+        return outcome_failure(outcome, where)
 
     async def _stop(self, task: asyncio.Task) -> None:
         """Cancel the trial task: Harbor then stops the sandbox (shielded) and re-raises. If that
@@ -343,6 +330,30 @@ class TrialRun:
         done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
         if task in done and not task.cancelled() and task.exception() is not None:
             log.warning("the stopped trial ended with %r", task.exception())
+
+
+async def bounded[T](
+    awaitable: Awaitable[T], *, cancel: asyncio.Event | None, deadline: float, where: str
+) -> T:
+    """Await within a deadline (time.monotonic) and a cancel event, else raise the Failure that
+    says which; for everything a rollout awaits before its trial task exists."""
+    if cancel is not None and cancel.is_set():  # start nothing once cancelled
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
+        raise outcome_failure("cancelled", where)
+    task = asyncio.ensure_future(awaitable)
+    outcome = await _race(task, cancel, deadline - time.monotonic())
+    if outcome == "done":
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise outcome_failure(outcome, where)
+
+
+def outcome_failure(outcome: Outcome, where: str) -> Failure:
+    if outcome == "deadline":
+        return Failure("timeout", f"the rollout exceeded its deadline {where}")
+    return Failure("cancelled", f"the rollout was cancelled {where}")
 
 
 async def _race(task: asyncio.Future, cancel: asyncio.Event | None, timeout: float) -> Outcome:

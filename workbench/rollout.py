@@ -34,6 +34,7 @@ from workbench.harbor_trial import (
     SessionKeys,
     SlotGate,
     TrialRun,
+    bounded,
     build_trial_config,
     preflight,
 )
@@ -204,10 +205,17 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
     if problem is not None:
         raise Failure("sandbox_unavailable", problem)
     run.dialect = _choose_dialect(run.harness, request.dialect)
+    # One hard deadline from here on: the probe and preflight count, not only the trial.
+    deadline = run.started + _timeout_s(request, run.task)
 
     # A fresh probe: the engine may have restarted with other flags since the last rollout.
-    run.session = await context.registry.create(
-        request.engine, {**request.labels, "rollout": run.id}, refresh_probe=True
+    run.session = await bounded(
+        context.registry.create(
+            request.engine, {**request.labels, "rollout": run.id}, refresh_probe=True
+        ),
+        cancel=context.cancel,
+        deadline=deadline,
+        where="while probing the engine",
     )
     if context.on_session is not None:
         context.on_session(run.session)
@@ -230,10 +238,16 @@ async def _execute(run: _Run, context: RolloutContext) -> None:
             connection=connection,
             sandbox_root=context.sandbox_root,
         )
-        preflight(config)
+        # In a thread: a sandbox preflight runs subprocesses (bwrap: up to seconds).
+        await bounded(
+            asyncio.to_thread(preflight, config),
+            cancel=context.cancel,
+            deadline=deadline,
+            where="during the sandbox and agent preflights",
+        )
         run.trial = TrialRun(
             config,
-            deadline=time.monotonic() + _timeout_s(request, run.task),
+            deadline=deadline,
             cancel=context.cancel,
             sandbox_slots=context.sandbox_slots,
             on_phase=lambda phase: _set_phase(run, context, phase),

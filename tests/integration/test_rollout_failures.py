@@ -212,3 +212,23 @@ async def test_engine_lost_mid_rollout_is_engine_unreachable(service):
     result = await asyncio.to_thread(service.wait, run_id, 120)
     _assert_failed(result, "engine_unreachable")
     assert "unreachable" in result.error.message and result.turns == 1
+
+
+async def test_cancel_while_the_engine_probe_hangs_is_cancelled_at_once(service):
+    # An engine that accepts connections and never answers: the probe would wait its own
+    # timeout (20 s per request); the rollout's cancel and deadline must cover it too.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        engine = EngineRef(url=f"http://127.0.0.1:{silent.getsockname()[1]}")
+        run_id = service.submit(_request(service, "two-keys", engine=engine, timeout_s=60))
+        await asyncio.sleep(1.0)
+        assert service.status(run_id).state != "done"
+        started = time.monotonic()
+        assert service.cancel(run_id) is True
+        result = await asyncio.to_thread(service.wait, run_id, 30)
+    assert result is not None
+    assert time.monotonic() - started < 5
+    _assert_failed(result, "cancelled")
+    assert "probing the engine" in result.error.message
+    assert result.reward is None and result.trial_dir is None
