@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
-Listener = Callable[[str, int, Turn], None]
+Listener = Callable[["Session", int, Turn], None]
 
 
 def new_session_id() -> str:
@@ -101,8 +101,8 @@ class Session:
         return self.engine.tier
 
     def add_listener(self, fn: Listener) -> None:
-        """`fn(session_id, index, turn)` runs after each ingest, on the proxy's loop: keep it
-        quick (e.g. append a JSONL line). A listener that raises is logged and counted as an
+        """`fn(session, index, turn)` runs after each ingest (outside the lock: it may read the
+        graph through `with_graph`), on the proxy's loop: keep it quick (e.g. append a JSONL line). A listener that raises is logged and counted as an
         error; it never fails the agent's call."""
         with self._lock:
             self._listeners.append(fn)
@@ -126,7 +126,7 @@ class Session:
             listeners = list(self._listeners)
         for fn in listeners:
             try:
-                fn(self.id, index, turn)
+                fn(self, index, turn)
             except Exception as exc:  # a listener's bug must not fail the agent's call
                 log.exception("session %s listener %r failed", self.id, fn)
                 self.record_error(f"listener failed: {type(exc).__name__}: {exc}")

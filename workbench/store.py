@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel
 
+from capture.sessions import Session
 from capture.turns import Turn
 
 _SCHEMA = """
@@ -69,47 +69,44 @@ class RolloutRow(BaseModel):
 class TurnLog:
     """Session listener appending each captured turn to `<id>.turns.jsonl` as it lands.
 
-    A prompt that extends the previous turn's prompt+completion is written as a delta
-    (`prompt_from` = that turn's index), so an agentic rollout's log stays linear in tokens.
+    A prompt is written as the graph stores it: a delta after its parent's prompt+completion
+    (`prompt_from` = the parent's index), the full ids only for a root, so the log stays linear
+    in unique tokens, branches included.
     """
 
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
-        self._last: tuple[int, np.ndarray] | None = None
 
-    def __call__(self, session_id: str, index: int, turn: Turn) -> None:
+    def __call__(self, session: Session, index: int, turn: Turn) -> None:
+        parent, delta = session.with_graph(
+            lambda graph: (graph.node(index).parent, graph.prompt_delta(index))
+        )
         # Never the session id: it is the live rollout's API key, and this file is served to the UI.
         record: dict[str, Any] = {"index": index}
-        with self._lock:
-            record.update(self._prompt_fields(turn))
-            self._last = (index, np.concatenate([turn.prompt_ids, turn.completion_ids]))
-            record.update(
-                completion_ids=turn.completion_ids.tolist(),
-                logprobs=(
-                    None if turn.completion_logprobs is None else turn.completion_logprobs.tolist()
-                ),
-                dialect=turn.dialect,
-                route=turn.route,
-                finish_reason=turn.finish_reason,
-                content=turn.content,
-                reasoning=turn.reasoning,
-                tool_calls=turn.tool_calls,
-                usage=turn.usage,
-                timings=turn.timings,
-                tier=turn.tier,
-                model=turn.model,
-            )
-            with self.path.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(record, separators=(",", ":")) + "\n")
-
-    def _prompt_fields(self, turn: Turn) -> dict[str, Any]:
-        if self._last is not None:
-            parent, sequence = self._last
-            n = len(sequence)
-            if len(turn.prompt_ids) >= n and np.array_equal(turn.prompt_ids[:n], sequence):
-                return {"prompt_from": parent, "prompt_delta": turn.prompt_ids[n:].tolist()}
-        return {"prompt_ids": turn.prompt_ids.tolist()}
+        if parent is None:
+            record["prompt_ids"] = turn.prompt_ids.tolist()
+        else:
+            record.update(prompt_from=parent, prompt_delta=delta.tolist())
+        record.update(
+            completion_ids=turn.completion_ids.tolist(),
+            logprobs=(
+                None if turn.completion_logprobs is None else turn.completion_logprobs.tolist()
+            ),
+            dialect=turn.dialect,
+            route=turn.route,
+            finish_reason=turn.finish_reason,
+            content=turn.content,
+            reasoning=turn.reasoning,
+            tool_calls=turn.tool_calls,
+            usage=turn.usage,
+            timings=turn.timings,
+            tier=turn.tier,
+            model=turn.model,
+        )
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as out:
+            out.write(line)
 
 
 class Store:

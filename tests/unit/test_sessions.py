@@ -75,9 +75,9 @@ async def test_counters_follow_ingest_and_phase():
 async def test_listeners_run_after_ingest_and_a_failing_one_is_recorded():
     session = await SessionRegistry().create(UNREACHABLE)
     seen = []
-    session.add_listener(lambda sid, index, t: seen.append((sid, index, len(session.graph))))
+    session.add_listener(lambda s, index, t: seen.append((s.id, index, len(s.graph))))
 
-    def broken(sid, index, t):
+    def broken(s, index, t):
         raise RuntimeError("disk full")
 
     session.add_listener(broken)

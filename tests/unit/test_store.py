@@ -5,8 +5,13 @@ import threading
 
 import numpy as np
 
+from capture.engines import EngineRef
+from capture.sessions import SessionRegistry
 from capture.turns import Turn
 from workbench.store import RolloutRow, Store
+
+# Nothing listens on the discard port: the session is created at tier text at once.
+UNREACHABLE = EngineRef(url="http://127.0.0.1:9")
 
 
 def _row(i, **kw):
@@ -62,21 +67,25 @@ def test_writes_from_many_threads_all_land(tmp_path):
     assert journal == "wal"
 
 
-def test_turn_log_appends_each_turn_with_prompt_deltas(tmp_path):
+async def test_turn_log_appends_each_turn_with_the_graphs_prompt_deltas(tmp_path):
     store = Store(tmp_path)
     log = store.turn_log("r9")
+    session = await SessionRegistry().create(UNREACHABLE)
+    session.add_listener(log)
     first = Turn(prompt_ids=[1, 2, 3], completion_ids=[4, 5], completion_logprobs=[-0.5, -0.25])
     second = Turn(prompt_ids=[1, 2, 3, 4, 5, 6, 7], completion_ids=[8], completion_logprobs=[-1.0])
+    # A branch off the first turn (not the last one): still a delta, against its real parent.
+    branch = Turn(prompt_ids=[1, 2, 3, 4, 5, 9], completion_ids=[1], completion_logprobs=[-2.0])
     other = Turn(prompt_ids=[9, 9], completion_ids=[1], completion_logprobs=None, tier="text")
-    log("sess", 0, first)
-    log("sess", 1, second)
-    log("sess", 2, other)
+    for turn in (first, second, branch, other):
+        session.ingest(turn)
     lines = [json.loads(x) for x in log.path.read_text().splitlines()]
     # The session id is the live rollout's API key and this file is served to the UI.
-    assert "sess" not in log.path.read_text()
+    assert session.id not in log.path.read_text()
     assert lines[0]["prompt_ids"] == [1, 2, 3] and lines[0]["logprobs"] == [-0.5, -0.25]
     assert lines[1]["prompt_from"] == 0 and lines[1]["prompt_delta"] == [6, 7]
-    assert lines[2]["prompt_ids"] == [9, 9] and lines[2]["logprobs"] is None
+    assert lines[2]["prompt_from"] == 0 and lines[2]["prompt_delta"] == [9]
+    assert lines[3]["prompt_ids"] == [9, 9] and lines[3]["logprobs"] is None
     # Reconstruct turn 1's prompt from the log alone.
     rebuilt = lines[0]["prompt_ids"] + lines[0]["completion_ids"] + lines[1]["prompt_delta"]
     assert np.array_equal(rebuilt, second.prompt_ids)
